@@ -1,0 +1,4 @@
+#!/bin/sh
+set -e
+mkdir -p config
+autoreconf -fi

@@ -1,0 +1,40 @@
+/*
+ * multirail provider extensions, reached with fi_open_ops() on an endpoint:
+ *
+ *	struct fi_multirail_ep_ops *ops;
+ *	fi_open_ops(&ep->fid, FI_MULTIRAIL_EP_OPS, 0, (void **) &ops, NULL);
+ *	for (i = 0; i < ops->rail_count(ep); i++)
+ *		ops->rail_stats(ep, i, &stats);
+ */
+#ifndef FI_EXT_MULTIRAIL_H
+#define FI_EXT_MULTIRAIL_H
+
+#include <stdint.h>
+#include <rdma/fabric.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FI_MULTIRAIL_EP_OPS "multirail_ep_ops_v1"
+
+struct fi_multirail_rail_stats {
+	char domain[64];	/* the core domain (NIC) of this rail */
+	uint64_t tx_ops;	/* RMA chunks posted on this rail */
+	uint64_t tx_bytes;	/* RMA bytes posted on this rail */
+	uint64_t bytes_completed;
+	uint64_t errors;
+};
+
+struct fi_multirail_ep_ops {
+	size_t size;
+	int (*rail_count)(struct fid_ep *ep);
+	int (*rail_stats)(struct fid_ep *ep, int rail,
+			  struct fi_multirail_rail_stats *stats);
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FI_EXT_MULTIRAIL_H */

@@ -1,0 +1,436 @@
+/*
+ * multirail: one virtual RDM endpoint striped over the domains ("rails") of
+ * a core provider.  Internal declarations shared by the object files.
+ */
+#ifndef MRL_H
+#define MRL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include "mrl_stripe.h"
+
+#define MRL_PROV_NAME	"multirail"
+#define MRL_VERSION	FI_VERSION(0, 1)
+#define MRL_FABRIC_PREFIX "multirail/"
+
+/*
+ * libfabric hides the other providers when FI_PROVIDER names only us; its
+ * own utility providers reach them with this getinfo flag (OFI_GETINFO_HIDDEN
+ * in libfabric's include/ofi.h, the same bit in 1.17 through 2.x).
+ */
+#define MRL_GETINFO_HIDDEN	(1ULL << 60)
+
+/* Tags with this bit set are the provider's control messages. */
+#define MRL_CTRL_TAG	(1ULL << 63)
+
+extern struct fi_provider mrl_prov;
+
+#define MRL_WARN(subsys, ...)	FI_WARN(&mrl_prov, subsys, __VA_ARGS__)
+#define MRL_INFO(subsys, ...)	FI_INFO(&mrl_prov, subsys, __VA_ARGS__)
+#define MRL_DBG(subsys, ...)	FI_DBG(&mrl_prov, subsys, __VA_ARGS__)
+
+/* Run-time knobs, read once at provider init (FI_MULTIRAIL_*). */
+struct mrl_params {
+	char *rails;		/* comma list of core domain names */
+	int max_rails;
+	char *core;		/* core provider name */
+	size_t chunk_size;
+	size_t stripe_min;
+	int rail_depth;		/* chunks in flight per rail */
+	size_t rail_bytes;	/* bytes in flight per rail */
+	char *policy;
+};
+extern struct mrl_params mrl_params;
+
+enum mrl_policy {
+	MRL_POLICY_AUTO,	/* small ops rotate, large ops split */
+	MRL_POLICY_SPLIT,	/* every op over all rails */
+	MRL_POLICY_ROUNDROBIN,	/* whole ops rotate over rails */
+};
+
+/* ---- composite address ---------------------------------------------- */
+
+#define MRL_ADDR_MAGIC		0x4d524c41u	/* "MRLA" */
+#define MRL_ADDR_VERSION	1
+#define MRL_ADDR_PARTIAL	0x1	/* only rail 0 known (from getinfo) */
+
+struct mrl_addr_hdr {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t nrails;
+	uint8_t flags;
+	uint8_t reserved;
+	uint16_t rail_addrlen;
+	uint16_t reserved2;
+	/* nrails * rail_addrlen bytes of core addresses follow */
+};
+
+size_t mrl_addr_size(int nrails, size_t rail_addrlen);
+int mrl_addr_check(const void *addr, size_t len);
+const void *mrl_addr_rail(const void *addr, int rail);
+
+/* ---- fi_info rails --------------------------------------------------- */
+
+struct mrl_rail_info {
+	struct fi_info *core;		/* owned */
+};
+
+int mrl_getinfo(uint32_t version, const char *node, const char *service,
+		uint64_t flags, const struct fi_info *hints,
+		struct fi_info **info);
+int mrl_core_getinfo_rail(uint32_t version, const char *core_name,
+			  const char *domain_name, const struct fi_info *info,
+			  struct fi_info **core);
+int mrl_parse_fabric_name(const char *name, char *core, size_t len);
+int mrl_split_rails(const char *domain_name, char ***names);
+void mrl_free_names(char **names);
+struct fi_info *mrl_core_hints(const struct fi_info *hints,
+			       const char *core_name);
+uint64_t mrl_user_mr_mode(const struct fi_info *hints, uint64_t core_mode);
+void mrl_fill_info(struct fi_info *info, const struct fi_info *core,
+		   const struct fi_info *hints);
+
+/* ---- fabric ------------------------------------------------------------ */
+
+struct mrl_fabric {
+	struct fid_fabric fabric_fid;
+	char core_name[128];
+	uint32_t version;
+};
+
+int mrl_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
+		    void *context);
+
+/* ---- domain -------------------------------------------------------------- */
+
+struct mrl_rail {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+};
+
+struct mrl_raw_map;
+
+struct mrl_domain {
+	struct fid_domain domain_fid;
+	struct mrl_fabric *fabric;
+	struct fi_info *info;		/* ours, duplicated */
+	int nrails;
+	struct mrl_rail rails[MRL_MAX_RAILS];
+	uint64_t mr_mode;		/* what we advertised */
+	bool core_mr_local;
+	size_t core_max_msg;
+	size_t inject_size;
+	size_t cq_data_size;
+	bool key_has_gen;		/* 32-bit core keys: key = gen|key0 */
+	uint32_t key_gen;
+	pthread_mutex_t lock;
+	struct mrl_list mrs;		/* registrations, for key lookup */
+	struct mrl_raw_map *raw_maps;	/* fi_mr_map_raw results */
+	size_t nraw_maps;
+	enum mrl_policy policy;
+};
+
+int mrl_domain_open(struct fid_fabric *fabric, struct fi_info *info,
+		    struct fid_domain **domain, void *context);
+
+/* ---- memory registration ---------------------------------------------- */
+
+struct mrl_mr {
+	struct fid_mr mr_fid;
+	struct mrl_domain *domain;
+	uint64_t key0;			/* rail 0's core key */
+	struct fid_mr *core[MRL_MAX_RAILS];
+	void *core_desc[MRL_MAX_RAILS];
+	enum fi_hmem_iface iface;
+	struct mrl_list link;
+};
+
+struct mrl_raw_map {
+	bool used;
+	int nrails;
+	uint64_t keys[MRL_MAX_RAILS];
+};
+
+/* Raw key: what fi_mr_raw_attr hands out. */
+struct mrl_raw_key {
+	uint32_t magic;
+	uint16_t nrails;
+	uint16_t reserved;
+	uint64_t keys[];
+};
+#define MRL_RAW_MAGIC	0x4d524c4bu	/* "MRLK" */
+#define MRL_RAW_KEY_TAG	(1ULL << 62)	/* keys from fi_mr_map_raw */
+
+int mrl_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
+	       uint64_t offset, uint64_t requested_key, uint64_t flags,
+	       struct fid_mr **mr, void *context);
+int mrl_mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
+		uint64_t access, uint64_t offset, uint64_t requested_key,
+		uint64_t flags, struct fid_mr **mr, void *context);
+int mrl_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
+		   uint64_t flags, struct fid_mr **mr);
+struct mrl_mr *mrl_mr_find(struct mrl_domain *domain, uint64_t key);
+int mrl_mr_map_raw(struct fid_domain *domain, uint64_t base_addr,
+		   uint8_t *raw_key, size_t key_size, uint64_t *key,
+		   uint64_t flags);
+int mrl_mr_unmap_key(struct fid_domain *domain, uint64_t key);
+const struct mrl_raw_map *mrl_raw_lookup(struct mrl_domain *domain,
+					 uint64_t key);
+void *mrl_desc_rail(void *desc, int rail);
+
+/* ---- address vector ------------------------------------------------------ */
+
+/* What the initiator knows of one target registration. */
+struct mrl_key_entry {
+	uint64_t key;
+	int state;			/* MRL_KEY_* */
+	int nrails;
+	uint64_t keys[MRL_MAX_RAILS];
+	struct mrl_key_entry *next;
+};
+enum { MRL_KEY_PENDING = 1, MRL_KEY_VALID, MRL_KEY_INVALID };
+
+#define MRL_KEY_BUCKETS	64
+
+struct mrl_peer {
+	int nrails;			/* rails of the peer we can reach */
+	int peer_nrails;		/* rails the peer has */
+	bool partial;			/* full address not learned yet */
+	bool hello_sent;
+	bool visible;			/* inserted by the user */
+	fi_addr_t fi_addr;		/* user's handle, when visible */
+	fi_addr_t core_addr[MRL_MAX_RAILS];
+	void *addr;			/* composite address */
+	size_t addrlen;
+	struct mrl_key_entry *keys[MRL_KEY_BUCKETS];
+};
+
+struct mrl_ep;
+
+struct mrl_av {
+	struct fid_av av_fid;
+	struct mrl_domain *domain;
+	enum fi_av_type type;
+	int nrails;
+	struct fid_av *core[MRL_MAX_RAILS];
+	struct mrl_peer **table;	/* user fi_addr -> peer (TABLE) */
+	size_t count, size;
+	struct mrl_peer **all;		/* every peer, user's or hidden */
+	size_t nall, sizeall;
+	fi_addr_t *rev0;		/* rail-0 core fi_addr -> user fi_addr */
+	size_t nrev0;
+	struct mrl_ep *ep;		/* bound endpoint, for handshakes */
+};
+
+int mrl_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
+		struct fid_av **av, void *context);
+struct mrl_peer *mrl_av_peer(struct mrl_av *av, fi_addr_t addr);
+fi_addr_t mrl_av_src_addr(struct mrl_av *av, fi_addr_t core_addr0);
+struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr,
+			      size_t len);
+int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from);
+
+/* ---- completion queue / counter / eq ------------------------------------ */
+
+struct mrl_cq_entry {
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src;
+};
+
+struct mrl_cq_err {
+	struct fi_cq_err_entry e;
+	struct mrl_list link;
+};
+
+struct mrl_cq {
+	struct fid_cq cq_fid;
+	struct mrl_domain *domain;
+	enum fi_cq_format format;
+	struct mrl_cq_entry *ring;
+	size_t size, head, tail;	/* head: next to read */
+	struct mrl_list errs;
+	struct mrl_ep *eps[16];		/* endpoints to progress */
+	int neps;
+	uint64_t overflow;
+};
+
+int mrl_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
+		struct fid_cq **cq, void *context);
+int mrl_cq_write(struct mrl_cq *cq, void *context, uint64_t flags, size_t len,
+		 void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
+int mrl_cq_write_err(struct mrl_cq *cq, void *context, uint64_t flags,
+		     int err, int prov_errno, uint64_t data, uint64_t tag);
+int mrl_cq_attach(struct mrl_cq *cq, struct mrl_ep *ep);
+void mrl_cq_detach(struct mrl_cq *cq, struct mrl_ep *ep);
+
+struct mrl_cntr {
+	struct fid_cntr cntr_fid;
+	struct mrl_domain *domain;
+	uint64_t value, err;
+	struct mrl_ep *eps[16];
+	int neps;
+	/* remote events counted by the core, one counter per rail */
+	struct fid_cntr *core[MRL_MAX_RAILS];
+	int ncore;
+	uint64_t core_base;
+};
+
+int mrl_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
+		  struct fid_cntr **cntr, void *context);
+void mrl_cntr_inc(struct mrl_cntr *cntr);
+void mrl_cntr_inc_err(struct mrl_cntr *cntr);
+int mrl_cntr_attach(struct mrl_cntr *cntr, struct mrl_ep *ep);
+void mrl_cntr_detach(struct mrl_cntr *cntr, struct mrl_ep *ep);
+int mrl_cntr_open_core(struct mrl_cntr *cntr, int rail,
+		       struct fid_domain *core_domain, struct fid_cntr **out);
+
+struct mrl_eq {
+	struct fid_eq eq_fid;
+	struct mrl_fabric *fabric;
+};
+
+int mrl_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
+		struct fid_eq **eq, void *context);
+
+/* ---- endpoint -------------------------------------------------------------- */
+
+/* A user message op passed through to a rail: routes its completion. */
+struct mrl_msg_req {
+	struct mrl_req_hdr hdr;		/* must stay first */
+	void *context;
+	uint64_t flags;			/* FI_SEND|FI_MSG, FI_RECV|FI_TAGGED... */
+	size_t len;
+	struct mrl_msg_req *next_free;
+};
+
+/* A user RMA op: the engine's op plus what its completion needs. */
+struct mrl_rma_req {
+	struct mrl_op op;
+	uint64_t cq_flags;
+	struct mrl_rma_req *next_free;
+};
+
+#define MRL_CTRL_BUF_SIZE	4096
+#define MRL_CTRL_RX_COUNT	8
+#define MRL_CTRL_TX_COUNT	16
+
+struct mrl_ctrl_buf {
+	struct mrl_req_hdr hdr;		/* must stay first */
+	struct mrl_ctrl_buf *next_free;
+	uint8_t data[MRL_CTRL_BUF_SIZE];
+};
+
+struct mrl_ep_rail {
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	struct fid_cntr *rcntr;		/* remote events, if asked for */
+	size_t addrlen;
+	uint64_t tx_ops, tx_bytes;	/* per-rail counters */
+};
+
+struct mrl_ep {
+	struct fid_ep ep_fid;
+	struct mrl_domain *domain;
+	struct fi_info *info;
+	int nrails;
+	struct mrl_ep_rail rails[MRL_MAX_RAILS];
+	struct mrl_av *av;
+	struct mrl_cq *tx_cq, *rx_cq;
+	uint64_t tx_cq_flags, rx_cq_flags;	/* FI_SELECTIVE_COMPLETION */
+	struct mrl_cntr *cntr_write, *cntr_read, *cntr_send, *cntr_recv;
+	struct mrl_cntr *cntr_rwrite, *cntr_rread;
+	uint64_t tx_op_flags, rx_op_flags;
+	bool enabled;
+	void *name;			/* our composite address */
+	size_t namelen;
+
+	struct mrl_engine engine;
+	struct mrl_rma_req *rma_reqs;	/* pool */
+	struct mrl_rma_req *rma_free;
+	size_t rma_pool_size;
+	struct mrl_msg_req *msg_reqs;
+	struct mrl_msg_req *msg_free;
+	size_t msg_pool_size;
+	uint32_t rr_next;		/* round-robin rail for small ops */
+	size_t stripe_min, chunk_size;
+
+	/* control channel on rail 0 */
+	struct mrl_ctrl_buf *ctrl_bufs;
+	struct fid_mr *ctrl_mr;
+	struct mrl_ctrl_buf *ctrl_tx_free;
+	bool ctrl_enabled;
+	bool in_progress;
+};
+
+int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
+		struct fid_ep **ep, void *context);
+void mrl_ep_progress(struct mrl_ep *ep);
+void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context, uint64_t flags,
+		   size_t len, int err, uint64_t data);
+struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep);
+void mrl_msg_req_put(struct mrl_ep *ep, struct mrl_msg_req *req);
+void mrl_msg_complete(struct mrl_ep *ep, struct mrl_msg_req *req,
+		      const struct fi_cq_tagged_entry *comp, fi_addr_t src,
+		      int err, const struct fi_cq_err_entry *err_entry);
+void mrl_remote_event(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
+		      fi_addr_t src);
+
+extern struct fi_ops_rma mrl_rma_ops;
+extern struct fi_ops_msg mrl_msg_ops;
+extern struct fi_ops_tagged mrl_tagged_ops;
+int mrl_rma_init(struct mrl_ep *ep);
+void mrl_rma_fini(struct mrl_ep *ep);
+int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk);
+void mrl_rma_op_done(void *owner, struct mrl_op *op, int err);
+
+/* ---- control channel ------------------------------------------------------ */
+
+enum mrl_ctrl_type {
+	MRL_CTRL_HELLO = 1,	/* here is my full address, send me yours */
+	MRL_CTRL_HELLO_ACK,	/* here is mine */
+	MRL_CTRL_KEY_REQ,	/* give me your rails' keys for key */
+	MRL_CTRL_KEY_RESP,
+};
+
+int mrl_ctrl_init(struct mrl_ep *ep);
+void mrl_ctrl_fini(struct mrl_ep *ep);
+void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len);
+void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
+int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer);
+const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
+						struct mrl_peer *peer,
+						uint64_t key);
+void mrl_peer_free(struct mrl_peer *peer);
+
+/* ---- helpers ----------------------------------------------------------------- */
+
+static inline void mrl_lock(struct mrl_domain *d)
+{
+	pthread_mutex_lock(&d->lock);
+}
+
+static inline void mrl_unlock(struct mrl_domain *d)
+{
+	pthread_mutex_unlock(&d->lock);
+}
+
+int mrl_fid_nosys(void);
+size_t mrl_iov_len(const struct iovec *iov, size_t count);
+
+#endif /* MRL_H */

@@ -1,0 +1,262 @@
+/*
+ * fi_info templates: what we ask of the core, and what we offer on top of it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mrl.h"
+
+#define MRL_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | \
+		  FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | \
+		  FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | \
+		  FI_DIRECTED_RECV | FI_HMEM)
+
+/* The core must give us RMA for striping and tagged messages for control. */
+#define MRL_CORE_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | \
+		       FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE)
+
+/* The MR modes we know how to honour on the core's behalf. */
+#define MRL_MR_MODES (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | \
+		      FI_MR_PROV_KEY | FI_MR_ENDPOINT | FI_MR_RAW | FI_MR_HMEM)
+
+int mrl_parse_fabric_name(const char *name, char *core, size_t len)
+{
+	size_t n = strlen(MRL_FABRIC_PREFIX);
+
+	if (strncmp(name, MRL_FABRIC_PREFIX, n) || !name[n] ||
+	    strlen(name + n) >= len)
+		return -FI_EINVAL;
+	strcpy(core, name + n);
+	return 0;
+}
+
+/* "a+b+b" or "a,b,b" -> NULL-terminated array of names. */
+int mrl_split_rails(const char *list, char ***names)
+{
+	char *copy, *tok, *save, **out;
+	size_t n = 0;
+
+	out = calloc(MRL_MAX_RAILS + 1, sizeof(*out));
+	copy = strdup(list);
+	if (!out || !copy) {
+		free(out);
+		free(copy);
+		return -FI_ENOMEM;
+	}
+	for (tok = strtok_r(copy, "+,", &save); tok && n < MRL_MAX_RAILS;
+	     tok = strtok_r(NULL, "+,", &save)) {
+		out[n] = strdup(tok);
+		if (!out[n++]) {
+			free(copy);
+			mrl_free_names(out);
+			return -FI_ENOMEM;
+		}
+	}
+	free(copy);
+	if (!n) {
+		free(out);
+		return -FI_ENODATA;
+	}
+	*names = out;
+	return 0;
+}
+
+void mrl_free_names(char **names)
+{
+	size_t i;
+
+	for (i = 0; names && names[i]; i++)
+		free(names[i]);
+	free(names);
+}
+
+static void clear_str(char **s)
+{
+	free(*s);
+	*s = NULL;
+}
+
+struct fi_info *mrl_core_hints(const struct fi_info *hints,
+			       const char *core_name)
+{
+	struct fi_info *ch = hints ? fi_dupinfo(hints) : fi_allocinfo();
+
+	if (!ch)
+		return NULL;
+	clear_str(&ch->fabric_attr->prov_name);
+	clear_str(&ch->fabric_attr->name);
+	clear_str(&ch->domain_attr->name);
+	free(ch->src_addr);
+	free(ch->dest_addr);
+	ch->src_addr = ch->dest_addr = NULL;
+	ch->src_addrlen = ch->dest_addrlen = 0;
+	if (ch->addr_format != FI_SOCKADDR && ch->addr_format != FI_SOCKADDR_IN &&
+	    ch->addr_format != FI_SOCKADDR_IN6)
+		ch->addr_format = FI_FORMAT_UNSPEC;
+	if (core_name) {
+		ch->fabric_attr->prov_name = strdup(core_name);
+		if (!ch->fabric_attr->prov_name) {
+			fi_freeinfo(ch);
+			return NULL;
+		}
+	}
+
+	ch->ep_attr->type = FI_EP_RDM;
+	ch->caps = (ch->caps & (FI_MULTI_RECV | FI_SOURCE | FI_HMEM |
+				FI_DIRECTED_RECV)) | MRL_CORE_CAPS;
+	/* Every context we give the core is a struct mrl_req_hdr. */
+	ch->mode = FI_CONTEXT | FI_CONTEXT2;
+	ch->tx_attr->mode = ch->rx_attr->mode = 0;
+	ch->tx_attr->op_flags = 0;
+	ch->rx_attr->op_flags = 0;
+	ch->tx_attr->caps = ch->rx_attr->caps = 0;
+	ch->tx_attr->msg_order = ch->rx_attr->msg_order = 0;
+	ch->tx_attr->comp_order = ch->rx_attr->comp_order = 0;
+	ch->tx_attr->iov_limit = ch->rx_attr->iov_limit = 0;
+	ch->tx_attr->rma_iov_limit = 0;
+	ch->tx_attr->inject_size = 0;
+	ch->ep_attr->max_msg_size = 0;
+	ch->ep_attr->mem_tag_format = 0;
+	ch->domain_attr->mr_mode = hints && hints->domain_attr->mr_mode ?
+		(hints->domain_attr->mr_mode & MRL_MR_MODES & ~FI_MR_RAW) :
+		(MRL_MR_MODES & ~FI_MR_RAW & ~FI_MR_HMEM);
+	if (ch->domain_attr->mr_mode == FI_MR_BASIC ||
+	    ch->domain_attr->mr_mode == FI_MR_SCALABLE)
+		ch->domain_attr->mr_mode = 0;
+	ch->domain_attr->threading = FI_THREAD_DOMAIN;
+	ch->domain_attr->av_type = FI_AV_TABLE;
+	ch->domain_attr->cq_data_size = 0;
+	ch->domain_attr->mr_key_size = 0;
+	ch->domain_attr->caps = ch->domain_attr->mode = 0;
+	return ch;
+}
+
+/*
+ * FI_MR_RAW only when the application accepts it: raw keys reach every
+ * rail at once.  Otherwise our 64-bit keys name a registration and the
+ * initiator learns the other rails' keys over the control channel.
+ */
+uint64_t mrl_user_mr_mode(const struct fi_info *hints, uint64_t core_mode)
+{
+	uint64_t mode = core_mode & MRL_MR_MODES & ~FI_MR_RAW;
+
+	if (hints && hints->domain_attr &&
+	    (hints->domain_attr->mr_mode & FI_MR_RAW))
+		mode |= FI_MR_RAW;
+	return mode;
+}
+
+static uint64_t order_we_keep(uint64_t order)
+{
+	/* Messages stay on one rail; RMA spreads over all of them. */
+	return order & (FI_ORDER_SAS);
+}
+
+void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
+		   const struct fi_info *hints)
+{
+	uint64_t caps = core->caps & MRL_CAPS;
+	size_t iov_limit;
+
+	if (hints && hints->caps)
+		caps &= hints->caps | FI_LOCAL_COMM | FI_REMOTE_COMM |
+			FI_READ | FI_WRITE | FI_SEND | FI_RECV |
+			FI_REMOTE_READ | FI_REMOTE_WRITE;
+	fi->caps = caps;
+	fi->mode = 0;
+	fi->addr_format = FI_FORMAT_UNSPEC;
+
+	*fi->tx_attr = *core->tx_attr;
+	fi->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RMA | FI_READ |
+				    FI_WRITE | FI_SEND | FI_HMEM);
+	fi->tx_attr->mode = 0;
+	fi->tx_attr->op_flags = hints ? hints->tx_attr->op_flags : 0;
+	fi->tx_attr->msg_order = order_we_keep(core->tx_attr->msg_order);
+	fi->tx_attr->comp_order = FI_ORDER_NONE;
+	iov_limit = core->tx_attr->iov_limit;
+	fi->tx_attr->iov_limit = iov_limit < MRL_IOV_LIMIT ?
+				 iov_limit : MRL_IOV_LIMIT;
+	fi->tx_attr->rma_iov_limit = 1;
+
+	*fi->rx_attr = *core->rx_attr;
+	fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV |
+				    FI_REMOTE_READ | FI_REMOTE_WRITE |
+				    FI_MULTI_RECV | FI_SOURCE |
+				    FI_DIRECTED_RECV | FI_HMEM);
+	fi->rx_attr->mode = 0;
+	fi->rx_attr->op_flags = hints ? hints->rx_attr->op_flags : 0;
+	fi->rx_attr->msg_order = order_we_keep(core->rx_attr->msg_order);
+	fi->rx_attr->comp_order = FI_ORDER_NONE;
+	iov_limit = core->rx_attr->iov_limit;
+	fi->rx_attr->iov_limit = iov_limit < MRL_IOV_LIMIT ?
+				 iov_limit : MRL_IOV_LIMIT;
+
+	*fi->ep_attr = *core->ep_attr;
+	fi->ep_attr->type = FI_EP_RDM;
+	fi->ep_attr->protocol = FI_PROTO_UNSPEC;
+	fi->ep_attr->protocol_version = 1;
+	fi->ep_attr->mem_tag_format = core->ep_attr->mem_tag_format &
+				      ~MRL_CTRL_TAG;
+	fi->ep_attr->tx_ctx_cnt = fi->ep_attr->rx_ctx_cnt = 1;
+	fi->ep_attr->auth_key = NULL;
+	fi->ep_attr->auth_key_size = 0;
+
+	*fi->domain_attr = *core->domain_attr;
+	fi->domain_attr->domain = NULL;
+	fi->domain_attr->name = NULL;
+	fi->domain_attr->auth_key = NULL;
+	fi->domain_attr->auth_key_size = 0;
+	fi->domain_attr->threading = FI_THREAD_SAFE;
+	fi->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+	fi->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	fi->domain_attr->av_type = hints && hints->domain_attr->av_type ?
+				   hints->domain_attr->av_type : FI_AV_TABLE;
+	fi->domain_attr->mr_mode = mrl_user_mr_mode(hints,
+						    core->domain_attr->mr_mode);
+	fi->domain_attr->mr_key_size = sizeof(uint64_t);
+	fi->domain_attr->tx_ctx_cnt = fi->domain_attr->rx_ctx_cnt = 1;
+	fi->domain_attr->max_ep_tx_ctx = fi->domain_attr->max_ep_rx_ctx = 1;
+	fi->domain_attr->max_ep_stx_ctx = fi->domain_attr->max_ep_srx_ctx = 0;
+	fi->domain_attr->caps = core->domain_attr->caps &
+				(FI_LOCAL_COMM | FI_REMOTE_COMM);
+	fi->domain_attr->mode = 0;
+	fi->domain_attr->mr_iov_limit = 1;
+
+	fi->fabric_attr->fabric = NULL;
+	fi->fabric_attr->prov_version = MRL_VERSION;
+	fi->fabric_attr->api_version = core->fabric_attr->api_version;
+}
+
+/* The core's entry for one rail, as fi_domain/fi_endpoint open it. */
+int mrl_core_getinfo_rail(uint32_t version, const char *core_name,
+			  const char *domain_name, const struct fi_info *info,
+			  struct fi_info **core)
+{
+	struct fi_info *hints, *list = NULL, *fi;
+	int ret;
+
+	hints = mrl_core_hints(info, core_name);
+	if (!hints)
+		return -FI_ENOMEM;
+	hints->domain_attr->name = strdup(domain_name);
+	hints->domain_attr->mr_mode = info->domain_attr->mr_mode & ~FI_MR_RAW;
+	hints->caps |= info->caps & (FI_MULTI_RECV | FI_SOURCE | FI_HMEM);
+	ret = fi_getinfo(version, NULL, NULL, MRL_GETINFO_HIDDEN, hints, &list);
+	fi_freeinfo(hints);
+	if (ret) {
+		MRL_WARN(FI_LOG_DOMAIN, "rail %s: core %s getinfo: %s\n",
+			 domain_name, core_name, fi_strerror(-ret));
+		return ret;
+	}
+	for (fi = list; fi && fi->domain_attr &&
+	     strcmp(fi->domain_attr->name, domain_name); fi = fi->next)
+		;
+	if (!fi) {
+		fi_freeinfo(list);
+		return -FI_ENODATA;
+	}
+	*core = fi_dupinfo(fi);
+	fi_freeinfo(list);
+	return *core ? 0 : -FI_ENOMEM;
+}

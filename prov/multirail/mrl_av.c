@@ -1,0 +1,464 @@
+/*
+ * Address vector and the composite address.
+ *
+ * fi_getname returns every rail's core address behind a small versioned
+ * header (struct mrl_addr_hdr).  fi_getinfo with a node and no FI_SOURCE can
+ * only know the peer's rail 0: it returns a "partial" address, and the
+ * endpoint learns the rest with a HELLO over the control channel.  A peer
+ * with fewer rails than we have is reached on the rails both sides have.
+ *
+ * Peers live as long as the AV.  The user's fi_addr_t indexes a table of
+ * peer pointers; peers that contacted us before the user inserted them
+ * ("hidden", learned from control messages) are kept too, and become
+ * visible when the user inserts the same address.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mrl.h"
+
+size_t mrl_addr_size(int nrails, size_t rail_addrlen)
+{
+	return sizeof(struct mrl_addr_hdr) + (size_t) nrails * rail_addrlen;
+}
+
+int mrl_addr_check(const void *addr, size_t len)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+
+	if (!addr || len < sizeof(*hdr))
+		return -FI_EINVAL;
+	if (hdr->magic != MRL_ADDR_MAGIC || hdr->version != MRL_ADDR_VERSION ||
+	    !hdr->nrails || hdr->nrails > MRL_MAX_RAILS ||
+	    !hdr->rail_addrlen ||
+	    (hdr->flags & MRL_ADDR_PARTIAL && hdr->nrails != 1))
+		return -FI_EINVAL;
+	if (len < mrl_addr_size(hdr->nrails, hdr->rail_addrlen))
+		return -FI_EINVAL;
+	return 0;
+}
+
+const void *mrl_addr_rail(const void *addr, int rail)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+
+	return (const char *) (hdr + 1) + (size_t) rail * hdr->rail_addrlen;
+}
+
+static size_t addr_len(const void *addr)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+
+	return mrl_addr_size(hdr->nrails, hdr->rail_addrlen);
+}
+
+static struct mrl_av *to_av(struct fid_av *av)
+{
+	return mrl_container_of(av, struct mrl_av, av_fid);
+}
+
+void mrl_peer_free(struct mrl_peer *peer)
+{
+	struct mrl_key_entry *e, *next;
+	int b;
+
+	for (b = 0; b < MRL_KEY_BUCKETS; b++) {
+		for (e = peer->keys[b]; e; e = next) {
+			next = e->next;
+			free(e);
+		}
+	}
+	free(peer->addr);
+	free(peer);
+}
+
+static int grow(void **arr, size_t *size, size_t need, size_t elem)
+{
+	size_t n = *size ? *size : 16;
+	void *p;
+
+	if (need <= *size)
+		return 0;
+	while (n < need)
+		n *= 2;
+	p = realloc(*arr, n * elem);
+	if (!p)
+		return -FI_ENOMEM;
+	memset((char *) p + *size * elem, 0, (n - *size) * elem);
+	*arr = p;
+	*size = n;
+	return 0;
+}
+
+static int set_rev0(struct mrl_av *av, fi_addr_t core0, fi_addr_t user)
+{
+	size_t old = av->nrev0, i;
+	int ret;
+
+	if (core0 == FI_ADDR_NOTAVAIL)
+		return 0;
+	ret = grow((void **) &av->rev0, &av->nrev0, core0 + 1,
+		   sizeof(*av->rev0));
+	if (ret)
+		return ret;
+	for (i = old; i < av->nrev0; i++)
+		av->rev0[i] = FI_ADDR_NOTAVAIL;
+	av->rev0[core0] = user;
+	return 0;
+}
+
+/* Insert the peer's rails [from, nrails) into the rails' core AVs. */
+int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from)
+{
+	int r, ret;
+
+	for (r = from; r < peer->nrails; r++) {
+		ret = fi_av_insert(av->core[r], mrl_addr_rail(peer->addr, r), 1,
+				   &peer->core_addr[r], 0, NULL);
+		if (ret != 1) {
+			MRL_WARN(FI_LOG_AV, "rail %d: core fi_av_insert: %d\n",
+				 r, ret);
+			return ret < 0 ? ret : -FI_EINVAL;
+		}
+	}
+	return 0;
+}
+
+static struct mrl_peer *find_peer(struct mrl_av *av, const void *addr)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+	struct mrl_peer *p;
+	size_t i;
+
+	for (i = 0; i < av->nall; i++) {
+		p = av->all[i];
+		if (((struct mrl_addr_hdr *) p->addr)->rail_addrlen ==
+		    hdr->rail_addrlen &&
+		    !memcmp(mrl_addr_rail(p->addr, 0), mrl_addr_rail(addr, 0),
+			    hdr->rail_addrlen))
+			return p;
+	}
+	return NULL;
+}
+
+/* A full address for a partial peer: reach its other rails too. */
+static int upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
+			const void *addr, size_t len)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+	void *copy;
+	int ret;
+
+	if (!peer->partial || (hdr->flags & MRL_ADDR_PARTIAL))
+		return 0;
+	copy = malloc(len);
+	if (!copy)
+		return -FI_ENOMEM;
+	memcpy(copy, addr, len);
+	free(peer->addr);
+	peer->addr = copy;
+	peer->addrlen = len;
+	peer->peer_nrails = hdr->nrails;
+	peer->nrails = hdr->nrails < av->nrails ? hdr->nrails : av->nrails;
+	ret = mrl_av_insert_core(av, peer, 1);
+	if (ret) {
+		peer->nrails = 1;
+		return ret;
+	}
+	peer->partial = false;
+	MRL_INFO(FI_LOG_AV, "peer learned: %d common rail(s)\n", peer->nrails);
+	return 0;
+}
+
+static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
+				 size_t len)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+	struct mrl_peer *peer;
+	int r;
+
+	if (grow((void **) &av->all, &av->sizeall, av->nall + 1,
+		 sizeof(*av->all)))
+		return NULL;
+	peer = calloc(1, sizeof(*peer));
+	if (!peer)
+		return NULL;
+	peer->addr = malloc(len);
+	if (!peer->addr) {
+		free(peer);
+		return NULL;
+	}
+	memcpy(peer->addr, addr, len);
+	peer->addrlen = len;
+	peer->partial = !!(hdr->flags & MRL_ADDR_PARTIAL);
+	peer->peer_nrails = hdr->nrails;
+	peer->nrails = hdr->nrails < av->nrails ? hdr->nrails : av->nrails;
+	peer->fi_addr = FI_ADDR_NOTAVAIL;
+	for (r = 0; r < MRL_MAX_RAILS; r++)
+		peer->core_addr[r] = FI_ADDR_NOTAVAIL;
+	if (mrl_av_insert_core(av, peer, 0)) {
+		mrl_peer_free(peer);
+		return NULL;
+	}
+	av->all[av->nall++] = peer;
+	return peer;
+}
+
+/* A peer from a control message: known, upgraded, or new and hidden. */
+struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len)
+{
+	struct mrl_peer *peer;
+
+	if (mrl_addr_check(addr, len))
+		return NULL;
+	len = addr_len(addr);
+	peer = find_peer(av, addr);
+	if (!peer)
+		return new_peer(av, addr, len);
+	if (upgrade_peer(av, peer, addr, len))
+		MRL_WARN(FI_LOG_AV, "could not reach a peer's other rails\n");
+	return peer;
+}
+
+static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
+{
+	size_t len = addr_len(addr);
+	struct mrl_peer *peer;
+	int ret;
+
+	peer = find_peer(av, addr);
+	if (peer) {
+		ret = upgrade_peer(av, peer, addr, len);
+		if (ret)
+			return ret;
+	} else {
+		peer = new_peer(av, addr, len);
+		if (!peer)
+			return -FI_ENOMEM;
+	}
+	ret = grow((void **) &av->table, &av->size, av->count + 1,
+		   sizeof(*av->table));
+	if (ret)
+		return ret;
+	if (!peer->visible) {
+		peer->visible = true;
+		peer->fi_addr = av->count;
+		ret = set_rev0(av, peer->core_addr[0], peer->fi_addr);
+		if (ret)
+			return ret;
+	}
+	av->table[av->count] = peer;
+	*out = av->count++;
+	if (peer->partial && av->ep && av->ep->enabled)
+		mrl_ctrl_hello(av->ep, peer);
+	return 0;
+}
+
+static int mrl_av_insert(struct fid_av *av_fid, const void *addr,
+			 size_t count, fi_addr_t *fi_addr, uint64_t flags,
+			 void *context)
+{
+	struct mrl_av *av = to_av(av_fid);
+	const char *p = addr;
+	fi_addr_t dummy;
+	size_t i, off = 0;
+	int ret = 0;
+
+	/* Check every address first: a bad one inserts nothing. */
+	for (i = 0; i < count; i++) {
+		if (mrl_addr_check(p + off, SIZE_MAX)) {
+			MRL_WARN(FI_LOG_AV, "fi_av_insert: address %zu is not "
+				 "a multirail address (bad magic, version or "
+				 "rail count)\n", i);
+			return -FI_EINVAL;
+		}
+		off += addr_len(p + off);
+	}
+	mrl_lock(av->domain);
+	for (i = 0, off = 0; i < count; i++) {
+		ret = insert_one(av, p + off, fi_addr ? &fi_addr[i] : &dummy);
+		if (ret)
+			break;
+		off += addr_len(p + off);
+	}
+	mrl_unlock(av->domain);
+	return ret ? ret : (int) count;
+}
+
+static int mrl_av_insertsvc(struct fid_av *av, const char *node,
+			    const char *service, fi_addr_t *fi_addr,
+			    uint64_t flags, void *context)
+{
+	MRL_WARN(FI_LOG_AV, "fi_av_insertsvc: multirail addresses come from "
+		 "fi_getname or fi_getinfo\n");
+	return -FI_ENOSYS;
+}
+
+static int mrl_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
+			 size_t count, uint64_t flags)
+{
+	struct mrl_av *av = to_av(av_fid);
+	size_t i;
+	int ret = 0;
+
+	mrl_lock(av->domain);
+	for (i = 0; i < count; i++) {
+		if (fi_addr[i] >= av->count || !av->table[fi_addr[i]]) {
+			ret = -FI_EINVAL;
+			continue;
+		}
+		av->table[fi_addr[i]] = NULL;
+	}
+	mrl_unlock(av->domain);
+	return ret;
+}
+
+struct mrl_peer *mrl_av_peer(struct mrl_av *av, fi_addr_t addr)
+{
+	if (addr >= av->count)
+		return NULL;
+	return av->table[addr];
+}
+
+fi_addr_t mrl_av_src_addr(struct mrl_av *av, fi_addr_t core0)
+{
+	if (core0 >= av->nrev0)
+		return FI_ADDR_NOTAVAIL;
+	return av->rev0[core0];
+}
+
+static int mrl_av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr,
+			 size_t *addrlen)
+{
+	struct mrl_av *av = to_av(av_fid);
+	struct mrl_peer *peer;
+	size_t len;
+
+	mrl_lock(av->domain);
+	peer = mrl_av_peer(av, fi_addr);
+	if (!peer) {
+		mrl_unlock(av->domain);
+		return -FI_EINVAL;
+	}
+	len = *addrlen < peer->addrlen ? *addrlen : peer->addrlen;
+	memcpy(addr, peer->addr, len);
+	*addrlen = peer->addrlen;
+	mrl_unlock(av->domain);
+	return 0;
+}
+
+static const char *mrl_av_straddr(struct fid_av *av_fid, const void *addr,
+				  char *buf, size_t *len)
+{
+	struct mrl_av *av = to_av(av_fid);
+	const struct mrl_addr_hdr *hdr = addr;
+	char one[128];
+	size_t n, used, cap = *len;
+	int r;
+
+	if (mrl_addr_check(addr, SIZE_MAX)) {
+		n = snprintf(buf, cap, "multirail://invalid");
+		*len = n + 1;
+		return buf;
+	}
+	used = snprintf(buf, cap, "multirail://v%d/%d%s", hdr->version,
+			hdr->nrails, hdr->flags & MRL_ADDR_PARTIAL ?
+			"-partial" : "");
+	for (r = 0; r < hdr->nrails; r++) {
+		size_t olen = sizeof(one);
+
+		if (r < av->nrails)
+			fi_av_straddr(av->core[r], mrl_addr_rail(addr, r), one,
+				      &olen);
+		else
+			snprintf(one, sizeof(one), "?");
+		n = snprintf(used < cap ? buf + used : NULL,
+			     used < cap ? cap - used : 0, "%s%s",
+			     r ? "," : "/", one);
+		used += n;
+	}
+	*len = used + 1;
+	return buf;
+}
+
+static int mrl_av_close(struct fid *fid)
+{
+	struct mrl_av *av = mrl_container_of(fid, struct mrl_av, av_fid.fid);
+	size_t i;
+	int r;
+
+	for (i = 0; i < av->nall; i++)
+		mrl_peer_free(av->all[i]);
+	for (r = 0; r < av->nrails; r++)
+		if (av->core[r])
+			fi_close(&av->core[r]->fid);
+	free(av->all);
+	free(av->table);
+	free(av->rev0);
+	free(av);
+	return 0;
+}
+
+static struct fi_ops mrl_av_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = mrl_av_close,
+	.bind = (void *) mrl_fid_nosys,
+	.control = (void *) mrl_fid_nosys,
+	.ops_open = (void *) mrl_fid_nosys,
+};
+
+static struct fi_ops_av mrl_av_ops = {
+	.size = sizeof(struct fi_ops_av),
+	.insert = mrl_av_insert,
+	.insertsvc = mrl_av_insertsvc,
+	.insertsym = (void *) mrl_fid_nosys,
+	.remove = mrl_av_remove,
+	.lookup = mrl_av_lookup,
+	.straddr = mrl_av_straddr,
+};
+
+int mrl_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr,
+		struct fid_av **av_out, void *context)
+{
+	struct mrl_domain *dom = mrl_container_of(domain_fid, struct mrl_domain,
+						  domain_fid);
+	struct fi_av_attr core_attr = { .type = FI_AV_TABLE };
+	struct mrl_av *av;
+	int r, ret;
+
+	if (attr && attr->type != FI_AV_UNSPEC && attr->type != FI_AV_TABLE &&
+	    attr->type != FI_AV_MAP) {
+		MRL_WARN(FI_LOG_AV, "AV type %d not supported\n", attr->type);
+		return -FI_EINVAL;
+	}
+	if (attr && (attr->flags & (FI_EVENT | FI_READ | FI_SYMMETRIC))) {
+		MRL_WARN(FI_LOG_AV, "AV flags 0x%lx not supported\n",
+			 (unsigned long) attr->flags);
+		return -FI_ENOSYS;
+	}
+	av = calloc(1, sizeof(*av));
+	if (!av)
+		return -FI_ENOMEM;
+	av->domain = dom;
+	/* FI_AV_MAP handles are our table indices too: both are opaque. */
+	av->type = attr && attr->type == FI_AV_MAP ? FI_AV_MAP : FI_AV_TABLE;
+	av->nrails = dom->nrails;
+	core_attr.count = attr ? attr->count : 0;
+	for (r = 0; r < dom->nrails; r++) {
+		ret = fi_av_open(dom->rails[r].domain, &core_attr, &av->core[r],
+				 NULL);
+		if (ret) {
+			MRL_WARN(FI_LOG_AV, "rail %d: fi_av_open: %s\n", r,
+				 fi_strerror(-ret));
+			mrl_av_close(&av->av_fid.fid);
+			return ret;
+		}
+	}
+	av->av_fid.fid.fclass = FI_CLASS_AV;
+	av->av_fid.fid.context = context;
+	av->av_fid.fid.ops = &mrl_av_fi_ops;
+	av->av_fid.ops = &mrl_av_ops;
+	*av_out = &av->av_fid;
+	return 0;
+}

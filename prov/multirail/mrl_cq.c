@@ -1,0 +1,335 @@
+/*
+ * Completion queue: a software queue the endpoints fill while they
+ * progress their rails.  Reading it drives progress of every endpoint bound
+ * to it (manual progress).  It grows instead of dropping completions.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sched.h>
+
+#include "mrl.h"
+
+static struct mrl_cq *to_cq(struct fid_cq *cq)
+{
+	return mrl_container_of(cq, struct mrl_cq, cq_fid);
+}
+
+static size_t entry_size(enum fi_cq_format format)
+{
+	switch (format) {
+	case FI_CQ_FORMAT_MSG:
+		return sizeof(struct fi_cq_msg_entry);
+	case FI_CQ_FORMAT_DATA:
+		return sizeof(struct fi_cq_data_entry);
+	case FI_CQ_FORMAT_TAGGED:
+		return sizeof(struct fi_cq_tagged_entry);
+	default:
+		return sizeof(struct fi_cq_entry);
+	}
+}
+
+static size_t cq_count(const struct mrl_cq *cq)
+{
+	return cq->tail - cq->head;
+}
+
+static int cq_grow(struct mrl_cq *cq)
+{
+	struct mrl_cq_entry *ring;
+	size_t i, n = cq_count(cq);
+
+	ring = malloc(2 * cq->size * sizeof(*ring));
+	if (!ring)
+		return -FI_ENOMEM;
+	for (i = 0; i < n; i++)
+		ring[i] = cq->ring[(cq->head + i) % cq->size];
+	free(cq->ring);
+	cq->ring = ring;
+	cq->head = 0;
+	cq->tail = n;
+	cq->size *= 2;
+	return 0;
+}
+
+/* Domain locked. */
+int mrl_cq_write(struct mrl_cq *cq, void *context, uint64_t flags, size_t len,
+		 void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+{
+	struct mrl_cq_entry *ce;
+
+	if (cq_count(cq) == cq->size && cq_grow(cq)) {
+		cq->overflow++;
+		MRL_WARN(FI_LOG_CQ, "completion lost: out of memory\n");
+		return -FI_ENOMEM;
+	}
+	ce = &cq->ring[cq->tail++ % cq->size];
+	ce->e.op_context = context;
+	ce->e.flags = flags;
+	ce->e.len = len;
+	ce->e.buf = buf;
+	ce->e.data = data;
+	ce->e.tag = tag;
+	ce->src = src;
+	return 0;
+}
+
+/* Domain locked. */
+int mrl_cq_write_err(struct mrl_cq *cq, void *context, uint64_t flags,
+		     int err, int prov_errno, uint64_t data, uint64_t tag)
+{
+	struct mrl_cq_err *ce = calloc(1, sizeof(*ce));
+
+	if (!ce) {
+		MRL_WARN(FI_LOG_CQ, "error completion lost: out of memory\n");
+		return -FI_ENOMEM;
+	}
+	ce->e.op_context = context;
+	ce->e.flags = flags;
+	ce->e.err = err < 0 ? -err : err;
+	ce->e.prov_errno = prov_errno;
+	ce->e.data = data;
+	ce->e.tag = tag;
+	mrl_list_add_tail(&cq->errs, &ce->link);
+	return 0;
+}
+
+int mrl_cq_attach(struct mrl_cq *cq, struct mrl_ep *ep)
+{
+	int i;
+
+	for (i = 0; i < cq->neps; i++)
+		if (cq->eps[i] == ep)
+			return 0;
+	if (cq->neps == (int) (sizeof(cq->eps) / sizeof(cq->eps[0]))) {
+		MRL_WARN(FI_LOG_CQ, "too many endpoints bound to one CQ\n");
+		return -FI_ENOSPC;
+	}
+	cq->eps[cq->neps++] = ep;
+	return 0;
+}
+
+void mrl_cq_detach(struct mrl_cq *cq, struct mrl_ep *ep)
+{
+	int i;
+
+	for (i = 0; i < cq->neps; i++) {
+		if (cq->eps[i] == ep) {
+			cq->eps[i] = cq->eps[--cq->neps];
+			return;
+		}
+	}
+}
+
+static void copy_entry(const struct mrl_cq *cq, const struct mrl_cq_entry *ce,
+		       void *out)
+{
+	switch (cq->format) {
+	case FI_CQ_FORMAT_TAGGED:
+		*(struct fi_cq_tagged_entry *) out = ce->e;
+		break;
+	case FI_CQ_FORMAT_DATA: {
+		struct fi_cq_data_entry *d = out;
+
+		d->op_context = ce->e.op_context;
+		d->flags = ce->e.flags;
+		d->len = ce->e.len;
+		d->buf = ce->e.buf;
+		d->data = ce->e.data;
+		break;
+	}
+	case FI_CQ_FORMAT_MSG: {
+		struct fi_cq_msg_entry *m = out;
+
+		m->op_context = ce->e.op_context;
+		m->flags = ce->e.flags;
+		m->len = ce->e.len;
+		break;
+	}
+	default:
+		((struct fi_cq_entry *) out)->op_context = ce->e.op_context;
+	}
+}
+
+static void progress_all(struct mrl_cq *cq)
+{
+	int i;
+
+	for (i = 0; i < cq->neps; i++)
+		mrl_ep_progress(cq->eps[i]);
+}
+
+static ssize_t mrl_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+			       fi_addr_t *src_addr)
+{
+	struct mrl_cq *cq = to_cq(cq_fid);
+	size_t n, esz = entry_size(cq->format);
+	ssize_t ret;
+
+	mrl_lock(cq->domain);
+	progress_all(cq);
+	if (!mrl_list_empty(&cq->errs)) {
+		ret = -FI_EAVAIL;
+		goto out;
+	}
+	for (n = 0; n < count && cq_count(cq); n++) {
+		struct mrl_cq_entry *ce = &cq->ring[cq->head++ % cq->size];
+
+		copy_entry(cq, ce, (char *) buf + n * esz);
+		if (src_addr)
+			src_addr[n] = ce->src;
+	}
+	ret = n ? (ssize_t) n : -FI_EAGAIN;
+out:
+	mrl_unlock(cq->domain);
+	return ret;
+}
+
+static ssize_t mrl_cq_read(struct fid_cq *cq, void *buf, size_t count)
+{
+	return mrl_cq_readfrom(cq, buf, count, NULL);
+}
+
+static ssize_t mrl_cq_readerr(struct fid_cq *cq_fid,
+			      struct fi_cq_err_entry *buf, uint64_t flags)
+{
+	struct mrl_cq *cq = to_cq(cq_fid);
+	struct mrl_cq_err *ce;
+	void *err_data;
+	size_t err_data_size;
+
+	mrl_lock(cq->domain);
+	if (mrl_list_empty(&cq->errs)) {
+		mrl_unlock(cq->domain);
+		return -FI_EAGAIN;
+	}
+	ce = mrl_container_of(cq->errs.next, struct mrl_cq_err, link);
+	mrl_list_del(&ce->link);
+	mrl_unlock(cq->domain);
+
+	/* Keep the caller's err_data buffer (API >= 1.5); we have none. */
+	err_data = buf->err_data;
+	err_data_size = buf->err_data_size;
+	*buf = ce->e;
+	buf->err_data = err_data;
+	buf->err_data_size = 0;
+	(void) err_data_size;
+	free(ce);
+	return 1;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static ssize_t mrl_cq_sreadfrom(struct fid_cq *cq, void *buf, size_t count,
+				fi_addr_t *src_addr, const void *cond,
+				int timeout)
+{
+	double end = now_ms() + timeout;
+	ssize_t ret;
+
+	for (;;) {
+		ret = mrl_cq_readfrom(cq, buf, count, src_addr);
+		if (ret != -FI_EAGAIN)
+			return ret;
+		if (timeout >= 0 && now_ms() >= end)
+			return -FI_EAGAIN;
+		sched_yield();
+	}
+}
+
+static ssize_t mrl_cq_sread(struct fid_cq *cq, void *buf, size_t count,
+			    const void *cond, int timeout)
+{
+	return mrl_cq_sreadfrom(cq, buf, count, NULL, cond, timeout);
+}
+
+static const char *mrl_cq_strerror(struct fid_cq *cq, int prov_errno,
+				   const void *err_data, char *buf, size_t len)
+{
+	const char *s = fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
+
+	if (buf && len) {
+		strncpy(buf, s, len - 1);
+		buf[len - 1] = '\0';
+	}
+	return s;
+}
+
+static int mrl_cq_close(struct fid *fid)
+{
+	struct mrl_cq *cq = mrl_container_of(fid, struct mrl_cq, cq_fid.fid);
+	struct mrl_cq_err *ce;
+
+	if (cq->neps) {
+		MRL_WARN(FI_LOG_CQ, "CQ closed while endpoints use it\n");
+		return -FI_EBUSY;
+	}
+	while (!mrl_list_empty(&cq->errs)) {
+		ce = mrl_container_of(cq->errs.next, struct mrl_cq_err, link);
+		mrl_list_del(&ce->link);
+		free(ce);
+	}
+	free(cq->ring);
+	free(cq);
+	return 0;
+}
+
+static struct fi_ops mrl_cq_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = mrl_cq_close,
+	.bind = (void *) mrl_fid_nosys,
+	.control = (void *) mrl_fid_nosys,
+	.ops_open = (void *) mrl_fid_nosys,
+};
+
+static struct fi_ops_cq mrl_cq_ops = {
+	.size = sizeof(struct fi_ops_cq),
+	.read = mrl_cq_read,
+	.readfrom = mrl_cq_readfrom,
+	.readerr = mrl_cq_readerr,
+	.sread = mrl_cq_sread,
+	.sreadfrom = mrl_cq_sreadfrom,
+	.signal = (void *) mrl_fid_nosys,
+	.strerror = mrl_cq_strerror,
+};
+
+int mrl_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
+		struct fid_cq **cq_out, void *context)
+{
+	struct mrl_cq *cq;
+
+	if (attr && attr->wait_obj != FI_WAIT_NONE &&
+	    attr->wait_obj != FI_WAIT_UNSPEC) {
+		MRL_WARN(FI_LOG_CQ, "CQ wait object %d not supported\n",
+			 attr->wait_obj);
+		return -FI_ENOSYS;
+	}
+	if (attr && attr->format > FI_CQ_FORMAT_TAGGED) {
+		MRL_WARN(FI_LOG_CQ, "CQ format %d unknown\n", attr->format);
+		return -FI_EINVAL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -FI_ENOMEM;
+	cq->domain = mrl_container_of(domain, struct mrl_domain, domain_fid);
+	cq->format = attr ? attr->format : FI_CQ_FORMAT_CONTEXT;
+	cq->size = attr && attr->size ? attr->size : 1024;
+	cq->ring = calloc(cq->size, sizeof(*cq->ring));
+	if (!cq->ring) {
+		free(cq);
+		return -FI_ENOMEM;
+	}
+	mrl_list_init(&cq->errs);
+	cq->cq_fid.fid.fclass = FI_CLASS_CQ;
+	cq->cq_fid.fid.context = context;
+	cq->cq_fid.fid.ops = &mrl_cq_fi_ops;
+	cq->cq_fid.ops = &mrl_cq_ops;
+	*cq_out = &cq->cq_fid;
+	return 0;
+}

@@ -1,0 +1,265 @@
+/*
+ * Control channel: tagged messages with MRL_CTRL_TAG on rail 0.
+ *
+ * Every message carries the sender's full composite address, so the
+ * receiver can answer a peer it has never been told about (it is added to
+ * the AV as a hidden peer) and completes a partial address it holds.
+ *   HELLO / HELLO_ACK   exchange full addresses (after a partial insert)
+ *   KEY_REQ / KEY_RESP  the target's per-rail keys behind one of our keys
+ * Nothing waits on these: until an answer comes, RMA uses rail 0 alone.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mrl.h"
+
+#define MRL_CTRL_MAGIC	0x4d524c43u	/* "MRLC" */
+
+struct mrl_ctrl_msg {
+	uint32_t magic;
+	uint16_t type;
+	uint16_t addrlen;
+	uint64_t key;
+	int32_t status;
+	uint16_t nrails;
+	uint16_t reserved;
+	/* addrlen bytes of the sender's address, then nrails keys */
+	uint8_t payload[];
+};
+
+static void *ctrl_desc(struct mrl_ep *ep)
+{
+	return ep->ctrl_mr ? fi_mr_desc(ep->ctrl_mr) : NULL;
+}
+
+static int post_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+{
+	int ret;
+
+	buf->hdr.kind = MRL_REQ_CTRL_RX;
+	ret = fi_trecv(ep->rails[0].ep, buf->data, MRL_CTRL_BUF_SIZE,
+		       ctrl_desc(ep), FI_ADDR_UNSPEC, MRL_CTRL_TAG, 0,
+		       &buf->hdr);
+	if (ret)
+		MRL_WARN(FI_LOG_EP_CTRL, "control receive: %s\n",
+			 fi_strerror(-ret));
+	return ret;
+}
+
+int mrl_ctrl_init(struct mrl_ep *ep)
+{
+	struct mrl_domain *dom = ep->domain;
+	size_t n = MRL_CTRL_RX_COUNT + MRL_CTRL_TX_COUNT, i;
+	int ret;
+
+	if (!(dom->rails[0].info->caps & FI_TAGGED)) {
+		MRL_INFO(FI_LOG_EP_CTRL, "core has no FI_TAGGED: no control "
+			 "channel, so keys reach rail 0 only without FI_MR_RAW\n");
+		return 0;
+	}
+	ep->ctrl_bufs = calloc(n, sizeof(*ep->ctrl_bufs));
+	if (!ep->ctrl_bufs)
+		return -FI_ENOMEM;
+	if (dom->core_mr_local) {
+		ret = fi_mr_reg(dom->rails[0].domain, ep->ctrl_bufs,
+				n * sizeof(*ep->ctrl_bufs), FI_SEND | FI_RECV,
+				0, ~0ULL - 1, 0, &ep->ctrl_mr, NULL);
+		if (ret) {
+			MRL_WARN(FI_LOG_EP_CTRL, "control buffers: fi_mr_reg: "
+				 "%s\n", fi_strerror(-ret));
+			return ret;
+		}
+	}
+	for (i = 0; i < MRL_CTRL_RX_COUNT; i++) {
+		ret = post_rx(ep, &ep->ctrl_bufs[i]);
+		if (ret)
+			return ret;
+	}
+	for (; i < n; i++) {
+		ep->ctrl_bufs[i].hdr.kind = MRL_REQ_CTRL_TX;
+		ep->ctrl_bufs[i].next_free = ep->ctrl_tx_free;
+		ep->ctrl_tx_free = &ep->ctrl_bufs[i];
+	}
+	ep->ctrl_enabled = true;
+	return 0;
+}
+
+/* After the core endpoints are closed: nothing refers to the buffers. */
+void mrl_ctrl_fini(struct mrl_ep *ep)
+{
+	if (ep->ctrl_mr)
+		fi_close(&ep->ctrl_mr->fid);
+	ep->ctrl_mr = NULL;
+	free(ep->ctrl_bufs);
+	ep->ctrl_bufs = NULL;
+	ep->ctrl_enabled = false;
+}
+
+void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+{
+	buf->next_free = ep->ctrl_tx_free;
+	ep->ctrl_tx_free = buf;
+}
+
+static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
+		     uint64_t key, int status, const uint64_t *keys,
+		     int nkeys)
+{
+	struct mrl_ctrl_buf *buf = ep->ctrl_tx_free;
+	struct mrl_ctrl_msg *msg;
+	size_t len;
+	int ret;
+
+	if (!ep->ctrl_enabled)
+		return -FI_ENOSYS;
+	len = sizeof(*msg) + ep->namelen + nkeys * sizeof(uint64_t);
+	if (!buf || len > MRL_CTRL_BUF_SIZE)
+		return -FI_EAGAIN;
+	msg = (struct mrl_ctrl_msg *) buf->data;
+	msg->magic = MRL_CTRL_MAGIC;
+	msg->type = type;
+	msg->addrlen = ep->namelen;
+	msg->key = key;
+	msg->status = status;
+	msg->nrails = nkeys;
+	msg->reserved = 0;
+	memcpy(msg->payload, ep->name, ep->namelen);
+	memcpy(msg->payload + ep->namelen, keys, nkeys * sizeof(uint64_t));
+
+	ret = fi_tsend(ep->rails[0].ep, msg, len, ctrl_desc(ep),
+		       peer->core_addr[0], MRL_CTRL_TAG, &buf->hdr);
+	if (!ret)
+		ep->ctrl_tx_free = buf->next_free;
+	else if (ret != -FI_EAGAIN)
+		MRL_WARN(FI_LOG_EP_CTRL, "control send: %s\n",
+			 fi_strerror(-ret));
+	return ret;
+}
+
+int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	if (peer->hello_sent)
+		return 0;
+	if (send_ctrl(ep, peer, MRL_CTRL_HELLO, 0, 0, NULL, 0))
+		return -FI_EAGAIN;
+	peer->hello_sent = true;
+	return 0;
+}
+
+static struct mrl_key_entry **bucket(struct mrl_peer *peer, uint64_t key)
+{
+	return &peer->keys[(key ^ (key >> 17) ^ (key >> 35)) %
+			   MRL_KEY_BUCKETS];
+}
+
+static struct mrl_key_entry *find_key(struct mrl_peer *peer, uint64_t key)
+{
+	struct mrl_key_entry *e;
+
+	for (e = *bucket(peer, key); e; e = e->next)
+		if (e->key == key)
+			return e;
+	return NULL;
+}
+
+/* Initiator: what we know of key at peer; asks the peer once. */
+const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
+						struct mrl_peer *peer,
+						uint64_t key)
+{
+	struct mrl_key_entry *e = find_key(peer, key), **b;
+
+	if (e || !ep->ctrl_enabled)
+		return e;
+	if (peer->partial) {
+		mrl_ctrl_hello(ep, peer);
+		return NULL;
+	}
+	if (send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key, 0, NULL, 0))
+		return NULL;	/* asked again on a later op */
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->key = key;
+	e->state = MRL_KEY_PENDING;
+	b = bucket(peer, key);
+	e->next = *b;
+	*b = e;
+	return e;
+}
+
+static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key)
+{
+	struct mrl_mr *mr = mrl_mr_find(ep->domain, key);
+	uint64_t keys[MRL_MAX_RAILS];
+	int r, n = 0;
+
+	if (mr) {
+		n = ep->domain->nrails;
+		for (r = 0; r < n; r++)
+			keys[r] = fi_mr_key(mr->core[r]);
+	}
+	send_ctrl(ep, peer, MRL_CTRL_KEY_RESP, key, mr ? 0 : -FI_ENOKEY,
+		  keys, n);
+}
+
+static void take_keys(struct mrl_peer *peer, const struct mrl_ctrl_msg *msg)
+{
+	struct mrl_key_entry *e = find_key(peer, msg->key);
+	const uint8_t *p = msg->payload + msg->addrlen;
+	int r;
+
+	if (!e)
+		return;
+	if (msg->status || !msg->nrails) {
+		e->state = MRL_KEY_INVALID;
+		return;
+	}
+	e->nrails = msg->nrails < MRL_MAX_RAILS ? msg->nrails : MRL_MAX_RAILS;
+	for (r = 0; r < e->nrails; r++)
+		memcpy(&e->keys[r], p + r * sizeof(uint64_t), sizeof(uint64_t));
+	e->state = MRL_KEY_VALID;
+}
+
+static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
+		   size_t len)
+{
+	struct mrl_peer *peer;
+
+	if (len < sizeof(*msg) || msg->magic != MRL_CTRL_MAGIC ||
+	    len < sizeof(*msg) + msg->addrlen +
+		  (size_t) msg->nrails * sizeof(uint64_t) || !ep->av) {
+		MRL_WARN(FI_LOG_EP_CTRL, "malformed control message dropped\n");
+		return;
+	}
+	peer = mrl_av_learn(ep->av, msg->payload, msg->addrlen);
+	if (!peer) {
+		MRL_WARN(FI_LOG_EP_CTRL, "control message from an unusable "
+			 "address dropped\n");
+		return;
+	}
+	switch (msg->type) {
+	case MRL_CTRL_HELLO:
+		send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0, 0, NULL, 0);
+		break;
+	case MRL_CTRL_HELLO_ACK:
+		break;
+	case MRL_CTRL_KEY_REQ:
+		answer_key(ep, peer, msg->key);
+		break;
+	case MRL_CTRL_KEY_RESP:
+		take_keys(peer, msg);
+		break;
+	default:
+		MRL_WARN(FI_LOG_EP_CTRL, "control message type %d unknown\n",
+			 msg->type);
+	}
+}
+
+void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len)
+{
+	if (!len)	/* cancelled at close, or failed: leave it */
+		return;
+	handle(ep, (const struct mrl_ctrl_msg *) buf->data, len);
+	post_rx(ep, buf);
+}

@@ -1,0 +1,187 @@
+/*
+ * Domain: one core fabric and domain per rail.  The rails are named in our
+ * fi_info's domain name ("vA0+vA1+..."), so an fi_info that went through
+ * fi_dupinfo or the application's hands still opens the same rails.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mrl.h"
+
+static void close_rails(struct mrl_domain *dom)
+{
+	int i;
+
+	for (i = 0; i < dom->nrails; i++) {
+		if (dom->rails[i].domain)
+			fi_close(&dom->rails[i].domain->fid);
+		if (dom->rails[i].fabric)
+			fi_close(&dom->rails[i].fabric->fid);
+		fi_freeinfo(dom->rails[i].info);
+	}
+}
+
+static int mrl_domain_close(struct fid *fid)
+{
+	struct mrl_domain *dom = mrl_container_of(fid, struct mrl_domain,
+						  domain_fid.fid);
+
+	if (!mrl_list_empty(&dom->mrs)) {
+		MRL_WARN(FI_LOG_DOMAIN, "domain closed with memory still "
+			 "registered\n");
+		return -FI_EBUSY;
+	}
+	close_rails(dom);
+	fi_freeinfo(dom->info);
+	free(dom->raw_maps);
+	pthread_mutex_destroy(&dom->lock);
+	free(dom);
+	return 0;
+}
+
+static int mrl_domain_control(struct fid *fid, int command, void *arg)
+{
+	struct mrl_domain *dom = mrl_container_of(fid, struct mrl_domain,
+						  domain_fid.fid);
+	struct fi_mr_map_raw *map = arg;
+
+	switch (command) {
+	case FI_MAP_RAW_MR:
+		return mrl_mr_map_raw(&dom->domain_fid, map->base_addr,
+				      map->raw_key, map->key_size, map->key,
+				      map->flags);
+	case FI_UNMAP_KEY:
+		return mrl_mr_unmap_key(&dom->domain_fid, *(uint64_t *) arg);
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static struct fi_ops mrl_domain_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = mrl_domain_close,
+	.bind = (void *) mrl_fid_nosys,
+	.control = mrl_domain_control,
+	.ops_open = (void *) mrl_fid_nosys,
+};
+
+static struct fi_ops_domain mrl_domain_ops = {
+	.size = sizeof(struct fi_ops_domain),
+	.av_open = mrl_av_open,
+	.cq_open = mrl_cq_open,
+	.endpoint = mrl_ep_open,
+	.scalable_ep = (void *) mrl_fid_nosys,
+	.cntr_open = mrl_cntr_open,
+	.poll_open = (void *) mrl_fid_nosys,
+	.stx_ctx = (void *) mrl_fid_nosys,
+	.srx_ctx = (void *) mrl_fid_nosys,
+	.query_atomic = (void *) mrl_fid_nosys,
+	.query_collective = (void *) mrl_fid_nosys,
+};
+
+static struct fi_ops_mr mrl_mr_ops = {
+	.size = sizeof(struct fi_ops_mr),
+	.reg = mrl_mr_reg,
+	.regv = mrl_mr_regv,
+	.regattr = mrl_mr_regattr,
+};
+
+static enum mrl_policy parse_policy(const char *s)
+{
+	if (!s || !*s || !strcmp(s, "auto"))
+		return MRL_POLICY_AUTO;
+	if (!strcmp(s, "split"))
+		return MRL_POLICY_SPLIT;
+	if (!strcmp(s, "roundrobin"))
+		return MRL_POLICY_ROUNDROBIN;
+	MRL_WARN(FI_LOG_DOMAIN, "FI_MULTIRAIL_POLICY=%s unknown; using auto\n",
+		 s);
+	return MRL_POLICY_AUTO;
+}
+
+static int open_rail(struct mrl_domain *dom, int i, const char *name)
+{
+	struct mrl_rail *rail = &dom->rails[i];
+	int ret;
+
+	ret = mrl_core_getinfo_rail(dom->fabric->version,
+				    dom->fabric->core_name, name, dom->info,
+				    &rail->info);
+	if (ret)
+		return ret;
+	ret = fi_fabric(rail->info->fabric_attr, &rail->fabric, NULL);
+	if (ret) {
+		MRL_WARN(FI_LOG_DOMAIN, "rail %d (%s): fi_fabric: %s\n", i,
+			 name, fi_strerror(-ret));
+		return ret;
+	}
+	ret = fi_domain(rail->fabric, rail->info, &rail->domain, NULL);
+	if (ret)
+		MRL_WARN(FI_LOG_DOMAIN, "rail %d (%s): fi_domain: %s\n", i,
+			 name, fi_strerror(-ret));
+	return ret;
+}
+
+static void domain_attrs(struct mrl_domain *dom)
+{
+	const struct fi_info *core = dom->rails[0].info;
+
+	dom->mr_mode = dom->info->domain_attr->mr_mode;
+	dom->core_mr_local = !!(core->domain_attr->mr_mode & FI_MR_LOCAL);
+	dom->core_max_msg = core->ep_attr->max_msg_size;
+	dom->inject_size = core->tx_attr->inject_size;
+	dom->cq_data_size = core->domain_attr->cq_data_size;
+	dom->key_has_gen = core->domain_attr->mr_key_size &&
+			   core->domain_attr->mr_key_size <= 4;
+	dom->policy = parse_policy(mrl_params.policy);
+}
+
+int mrl_domain_open(struct fid_fabric *fabric, struct fi_info *info,
+		    struct fid_domain **domain, void *context)
+{
+	struct mrl_domain *dom;
+	char **names = NULL;
+	int ret, i;
+
+	if (!info || !info->domain_attr || !info->domain_attr->name) {
+		MRL_WARN(FI_LOG_DOMAIN, "fi_domain needs a multirail fi_info\n");
+		return -FI_EINVAL;
+	}
+	dom = calloc(1, sizeof(*dom));
+	if (!dom)
+		return -FI_ENOMEM;
+	pthread_mutex_init(&dom->lock, NULL);
+	mrl_list_init(&dom->mrs);
+	dom->fabric = mrl_container_of(fabric, struct mrl_fabric, fabric_fid);
+	dom->info = fi_dupinfo(info);
+	ret = dom->info ? mrl_split_rails(info->domain_attr->name, &names) :
+	      -FI_ENOMEM;
+	if (ret)
+		goto err;
+	for (i = 0; names[i]; i++) {
+		dom->nrails = i + 1;
+		ret = open_rail(dom, i, names[i]);
+		if (ret)
+			goto err;
+	}
+	mrl_free_names(names);
+	names = NULL;
+	domain_attrs(dom);
+
+	dom->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
+	dom->domain_fid.fid.context = context;
+	dom->domain_fid.fid.ops = &mrl_domain_fi_ops;
+	dom->domain_fid.ops = &mrl_domain_ops;
+	dom->domain_fid.mr = &mrl_mr_ops;
+	*domain = &dom->domain_fid;
+	MRL_INFO(FI_LOG_DOMAIN, "domain %s: %d rail(s) over %s\n",
+		 info->domain_attr->name, dom->nrails, dom->fabric->core_name);
+	return 0;
+err:
+	mrl_free_names(names);
+	close_rails(dom);
+	fi_freeinfo(dom->info);
+	pthread_mutex_destroy(&dom->lock);
+	free(dom);
+	return ret;
+}

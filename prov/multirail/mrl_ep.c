@@ -1,0 +1,733 @@
+/*
+ * Endpoint: one core endpoint and one private core CQ per rail.  Every
+ * context we give a core starts with struct mrl_req_hdr, so progress can
+ * route each core completion to the striping engine, a passed-through
+ * message, or the control channel.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mrl.h"
+#include "rdma/fi_ext_multirail.h"
+
+static struct mrl_ep *to_ep(struct fid *fid)
+{
+	return mrl_container_of(fid, struct mrl_ep, ep_fid.fid);
+}
+
+/* ---- completions ----------------------------------------------------------- */
+
+static struct mrl_cntr *local_cntr(struct mrl_ep *ep, uint64_t flags)
+{
+	if (flags & FI_RECV)
+		return ep->cntr_recv;
+	if (flags & FI_SEND)
+		return ep->cntr_send;
+	if (flags & FI_READ)
+		return ep->cntr_read;
+	if (flags & FI_WRITE)
+		return ep->cntr_write;
+	return NULL;
+}
+
+/* Report one user operation, honouring FI_SELECTIVE_COMPLETION. */
+void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context, uint64_t flags,
+		   size_t len, int err, uint64_t data)
+{
+	struct mrl_cq *cq = tx ? ep->tx_cq : ep->rx_cq;
+	uint64_t cq_flags = tx ? ep->tx_cq_flags : ep->rx_cq_flags;
+	bool want = !(cq_flags & FI_SELECTIVE_COMPLETION) ||
+		    (flags & FI_COMPLETION);
+
+	if (err) {
+		mrl_cntr_inc_err(local_cntr(ep, flags));
+		if (cq)
+			mrl_cq_write_err(cq, context, flags & ~FI_COMPLETION,
+					 err, err, data, 0);
+		return;
+	}
+	mrl_cntr_inc(local_cntr(ep, flags));
+	if (cq && want)
+		mrl_cq_write(cq, context, flags & ~FI_COMPLETION, len, NULL,
+			     data, 0, FI_ADDR_NOTAVAIL);
+}
+
+/* A remote write with CQ data (or another event without our context). */
+void mrl_remote_event(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
+		      fi_addr_t src)
+{
+	if (!ep->rx_cq)
+		return;
+	mrl_cq_write(ep->rx_cq, NULL, e->flags, e->len, e->buf, e->data,
+		     e->tag, src);
+}
+
+static void dispatch(struct mrl_ep *ep, int rail,
+		     const struct fi_cq_tagged_entry *e, fi_addr_t core_src,
+		     int err, const struct fi_cq_err_entry *err_entry)
+{
+	struct mrl_req_hdr *hdr = e->op_context;
+	fi_addr_t src = FI_ADDR_NOTAVAIL;
+
+	if (!rail && ep->av && core_src != FI_ADDR_NOTAVAIL)
+		src = mrl_av_src_addr(ep->av, core_src);
+	if (!hdr) {
+		if (!err)
+			mrl_remote_event(ep, e, src);
+		else
+			MRL_WARN(FI_LOG_EP_DATA, "rail %d: remote event "
+				 "error %d\n", rail, err);
+		return;
+	}
+	switch (hdr->kind) {
+	case MRL_REQ_CHUNK:
+		mrl_engine_chunk_done(&ep->engine, (struct mrl_chunk *) hdr,
+				      err);
+		break;
+	case MRL_REQ_MSG:
+		mrl_msg_complete(ep, (struct mrl_msg_req *) hdr, e, src, err,
+				 err_entry);
+		break;
+	case MRL_REQ_CTRL_RX:
+		mrl_ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr, err ? 0 : e->len);
+		break;
+	case MRL_REQ_CTRL_TX:
+		mrl_ctrl_tx_done(ep, (struct mrl_ctrl_buf *) hdr);
+		break;
+	default:
+		MRL_WARN(FI_LOG_EP_DATA, "rail %d: completion with unknown "
+			 "context %p\n", rail, (void *) hdr);
+	}
+}
+
+static void read_err(struct mrl_ep *ep, int rail)
+{
+	struct fi_cq_err_entry err = { 0 };
+	struct fi_cq_tagged_entry e = { 0 };
+
+	if (fi_cq_readerr(ep->rails[rail].cq, &err, 0) != 1)
+		return;
+	e.op_context = err.op_context;
+	e.flags = err.flags;
+	e.len = err.len;
+	e.buf = err.buf;
+	e.data = err.data;
+	e.tag = err.tag;
+	dispatch(ep, rail, &e, FI_ADDR_NOTAVAIL, err.err ? -err.err : -FI_EIO,
+		 &err);
+}
+
+static void progress_rail(struct mrl_ep *ep, int rail)
+{
+	struct fi_cq_tagged_entry e[16];
+	fi_addr_t src[16];
+	ssize_t n, i;
+	int rounds = 8;
+
+	while (rounds--) {
+		n = fi_cq_readfrom(ep->rails[rail].cq, e, 16, src);
+		if (n == -FI_EAVAIL) {
+			read_err(ep, rail);
+			continue;
+		}
+		if (n <= 0)
+			return;
+		for (i = 0; i < n; i++)
+			dispatch(ep, rail, &e[i], src[i], 0, NULL);
+		if (n < 16)
+			return;
+	}
+}
+
+/* Domain locked. */
+void mrl_ep_progress(struct mrl_ep *ep)
+{
+	int r;
+
+	if (!ep->enabled || ep->in_progress)
+		return;
+	ep->in_progress = true;
+	for (r = 0; r < ep->nrails; r++)
+		progress_rail(ep, r);
+	mrl_engine_progress(&ep->engine);
+	ep->in_progress = false;
+}
+
+/* ---- message request pool ---------------------------------------------- */
+
+struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep)
+{
+	struct mrl_msg_req *req = ep->msg_free;
+
+	if (req) {
+		ep->msg_free = req->next_free;
+		req->hdr.kind = MRL_REQ_MSG;
+	}
+	return req;
+}
+
+void mrl_msg_req_put(struct mrl_ep *ep, struct mrl_msg_req *req)
+{
+	req->hdr.kind = 0;
+	req->next_free = ep->msg_free;
+	ep->msg_free = req;
+}
+
+static int msg_pool_init(struct mrl_ep *ep, size_t n)
+{
+	size_t i;
+
+	ep->msg_reqs = calloc(n, sizeof(*ep->msg_reqs));
+	if (!ep->msg_reqs)
+		return -FI_ENOMEM;
+	ep->msg_pool_size = n;
+	for (i = n; i-- > 0;)
+		mrl_msg_req_put(ep, &ep->msg_reqs[i]);
+	return 0;
+}
+
+/* ---- bind ----------------------------------------------------------------- */
+
+static int bind_av(struct mrl_ep *ep, struct mrl_av *av)
+{
+	int r, ret;
+
+	if (av->nrails != ep->nrails || ep->av) {
+		MRL_WARN(FI_LOG_EP_CTRL, "AV from another domain, or bound "
+			 "twice\n");
+		return -FI_EINVAL;
+	}
+	for (r = 0; r < ep->nrails; r++) {
+		ret = fi_ep_bind(ep->rails[r].ep, &av->core[r]->fid, 0);
+		if (ret)
+			return ret;
+	}
+	ep->av = av;
+	av->ep = ep;
+	return 0;
+}
+
+static int bind_cq(struct mrl_ep *ep, struct mrl_cq *cq, uint64_t flags)
+{
+	int ret;
+
+	if (!(flags & (FI_TRANSMIT | FI_RECV))) {
+		MRL_WARN(FI_LOG_EP_CTRL, "CQ bind needs FI_TRANSMIT or "
+			 "FI_RECV\n");
+		return -FI_EINVAL;
+	}
+	ret = mrl_cq_attach(cq, ep);
+	if (ret)
+		return ret;
+	if (flags & FI_TRANSMIT) {
+		ep->tx_cq = cq;
+		ep->tx_cq_flags = flags;
+	}
+	if (flags & FI_RECV) {
+		ep->rx_cq = cq;
+		ep->rx_cq_flags = flags;
+	}
+	return 0;
+}
+
+static int bind_remote_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr,
+			    uint64_t flags)
+{
+	int r, ret;
+
+	for (r = 0; r < ep->nrails; r++) {
+		struct fid_cntr *core;
+
+		if (ep->rails[r].rcntr) {
+			MRL_WARN(FI_LOG_EP_CTRL, "one remote-event counter per "
+				 "endpoint\n");
+			return -FI_EINVAL;
+		}
+		ret = mrl_cntr_open_core(cntr, r, ep->domain->rails[r].domain,
+					 &core);
+		if (ret)
+			return ret;
+		ep->rails[r].rcntr = core;
+		ret = fi_ep_bind(ep->rails[r].ep, &core->fid,
+				 flags & (FI_REMOTE_WRITE | FI_REMOTE_READ));
+		if (ret) {
+			MRL_WARN(FI_LOG_EP_CTRL, "rail %d: remote counter bind: "
+				 "%s\n", r, fi_strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static int bind_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr, uint64_t flags)
+{
+	int ret = mrl_cntr_attach(cntr, ep);
+
+	if (ret)
+		return ret;
+	if (flags & FI_WRITE)
+		ep->cntr_write = cntr;
+	if (flags & FI_READ)
+		ep->cntr_read = cntr;
+	if (flags & FI_SEND)
+		ep->cntr_send = cntr;
+	if (flags & FI_RECV)
+		ep->cntr_recv = cntr;
+	if (flags & FI_REMOTE_WRITE)
+		ep->cntr_rwrite = cntr;
+	if (flags & FI_REMOTE_READ)
+		ep->cntr_rread = cntr;
+	if (flags & (FI_REMOTE_WRITE | FI_REMOTE_READ))
+		return bind_remote_cntr(ep, cntr, flags);
+	return 0;
+}
+
+static int mrl_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct mrl_ep *ep = to_ep(fid);
+	int ret;
+
+	mrl_lock(ep->domain);
+	switch (bfid->fclass) {
+	case FI_CLASS_AV:
+		ret = bind_av(ep, mrl_container_of(bfid, struct mrl_av,
+						   av_fid.fid));
+		break;
+	case FI_CLASS_CQ:
+		ret = bind_cq(ep, mrl_container_of(bfid, struct mrl_cq,
+						   cq_fid.fid), flags);
+		break;
+	case FI_CLASS_CNTR:
+		ret = bind_cntr(ep, mrl_container_of(bfid, struct mrl_cntr,
+						     cntr_fid.fid), flags);
+		break;
+	case FI_CLASS_EQ:
+		ret = 0;	/* no connection events on RDM */
+		break;
+	default:
+		MRL_WARN(FI_LOG_EP_CTRL, "bind of class %zu not supported\n",
+			 bfid->fclass);
+		ret = -FI_EINVAL;
+	}
+	mrl_unlock(ep->domain);
+	return ret;
+}
+
+/* ---- enable / name --------------------------------------------------------- */
+
+static int build_name(struct mrl_ep *ep)
+{
+	struct mrl_addr_hdr *hdr;
+	size_t alen = 0, len;
+	char buf[256];
+	int r, ret;
+
+	for (r = 0; r < ep->nrails; r++) {
+		len = sizeof(buf);
+		ret = fi_getname(&ep->rails[r].ep->fid, buf, &len);
+		if (ret)
+			return ret;
+		if (r && len != alen) {
+			MRL_WARN(FI_LOG_EP_CTRL, "rail %d address length %zu "
+				 "differs from rail 0's %zu\n", r, len, alen);
+			return -FI_EINVAL;
+		}
+		alen = len;
+	}
+	free(ep->name);
+	ep->namelen = mrl_addr_size(ep->nrails, alen);
+	ep->name = calloc(1, ep->namelen);
+	if (!ep->name)
+		return -FI_ENOMEM;
+	hdr = ep->name;
+	hdr->magic = MRL_ADDR_MAGIC;
+	hdr->version = MRL_ADDR_VERSION;
+	hdr->nrails = ep->nrails;
+	hdr->rail_addrlen = alen;
+	for (r = 0; r < ep->nrails; r++) {
+		len = alen;
+		fi_getname(&ep->rails[r].ep->fid,
+			   (char *) (hdr + 1) + r * alen, &len);
+	}
+	return 0;
+}
+
+static int enable(struct mrl_ep *ep)
+{
+	size_t i;
+	int r, ret;
+
+	if (ep->enabled)
+		return 0;
+	if (!ep->av) {
+		MRL_WARN(FI_LOG_EP_CTRL, "fi_enable: no AV bound\n");
+		return -FI_ENOAV;
+	}
+	if (!ep->tx_cq && !ep->rx_cq && !ep->cntr_write && !ep->cntr_read &&
+	    !ep->cntr_send && !ep->cntr_recv) {
+		MRL_WARN(FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound\n");
+		return -FI_ENOCQ;
+	}
+	for (r = 0; r < ep->nrails; r++) {
+		ret = fi_enable(ep->rails[r].ep);
+		if (ret) {
+			MRL_WARN(FI_LOG_EP_CTRL, "rail %d: fi_enable: %s\n", r,
+				 fi_strerror(-ret));
+			return ret;
+		}
+	}
+	ret = build_name(ep);
+	if (ret)
+		return ret;
+	ret = mrl_rma_init(ep);
+	if (ret)
+		return ret;
+	ret = mrl_ctrl_init(ep);
+	if (ret)
+		return ret;
+	ep->enabled = true;
+	for (i = 0; i < ep->av->nall; i++)
+		if (ep->av->all[i]->partial)
+			mrl_ctrl_hello(ep, ep->av->all[i]);
+	return 0;
+}
+
+static int mrl_ep_control(struct fid *fid, int command, void *arg)
+{
+	struct mrl_ep *ep = to_ep(fid);
+	uint64_t *flags = arg;
+	int ret = 0;
+
+	mrl_lock(ep->domain);
+	switch (command) {
+	case FI_ENABLE:
+		ret = enable(ep);
+		break;
+	case FI_GETOPSFLAG:
+		if (*flags & FI_TRANSMIT)
+			*flags = ep->tx_op_flags;
+		else if (*flags & FI_RECV)
+			*flags = ep->rx_op_flags;
+		else
+			ret = -FI_EINVAL;
+		break;
+	case FI_SETOPSFLAG:
+		if (*flags & FI_TRANSMIT)
+			ep->tx_op_flags = *flags & ~FI_TRANSMIT;
+		else if (*flags & FI_RECV)
+			ep->rx_op_flags = *flags & ~FI_RECV;
+		else
+			ret = -FI_EINVAL;
+		break;
+	default:
+		ret = -FI_ENOSYS;
+	}
+	mrl_unlock(ep->domain);
+	return ret;
+}
+
+static int mrl_ep_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	struct mrl_ep *ep = to_ep(fid);
+	size_t have;
+	int ret = 0;
+
+	mrl_lock(ep->domain);
+	if (!ep->name)
+		ret = build_name(ep);
+	if (!ret) {
+		have = *addrlen;
+		*addrlen = ep->namelen;
+		if (have < ep->namelen)
+			ret = -FI_ETOOSMALL;
+		else
+			memcpy(addr, ep->name, ep->namelen);
+	}
+	mrl_unlock(ep->domain);
+	return ret;
+}
+
+static struct fi_ops_cm mrl_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = (void *) mrl_fid_nosys,
+	.getname = mrl_ep_getname,
+	.getpeer = (void *) mrl_fid_nosys,
+	.connect = (void *) mrl_fid_nosys,
+	.listen = (void *) mrl_fid_nosys,
+	.accept = (void *) mrl_fid_nosys,
+	.reject = (void *) mrl_fid_nosys,
+	.shutdown = (void *) mrl_fid_nosys,
+	.join = (void *) mrl_fid_nosys,
+};
+
+/* ---- options / cancel ------------------------------------------------------ */
+
+static int mrl_ep_getopt(fid_t fid, int level, int optname, void *optval,
+			 size_t *optlen)
+{
+	struct mrl_ep *ep = to_ep(fid);
+
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	return fi_getopt(&ep->rails[0].ep->fid, level, optname, optval,
+			 optlen);
+}
+
+static int mrl_ep_setopt(fid_t fid, int level, int optname,
+			 const void *optval, size_t optlen)
+{
+	struct mrl_ep *ep = to_ep(fid);
+
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	/* Messages (and so FI_MULTI_RECV buffers) live on rail 0. */
+	return fi_setopt(&ep->rails[0].ep->fid, level, optname, optval,
+			 optlen);
+}
+
+static ssize_t mrl_ep_cancel(fid_t fid, void *context)
+{
+	struct mrl_ep *ep = to_ep(fid);
+	ssize_t ret = -FI_ENOENT;
+	size_t i;
+
+	mrl_lock(ep->domain);
+	for (i = 0; i < ep->msg_pool_size; i++) {
+		struct mrl_msg_req *req = &ep->msg_reqs[i];
+
+		if (req->hdr.kind == MRL_REQ_MSG && req->context == context &&
+		    (req->flags & FI_RECV)) {
+			ret = fi_cancel(&ep->rails[0].ep->fid, &req->hdr.ctx);
+			break;
+		}
+	}
+	mrl_unlock(ep->domain);
+	return ret;
+}
+
+static struct fi_ops_ep mrl_ep_base_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.cancel = mrl_ep_cancel,
+	.getopt = mrl_ep_getopt,
+	.setopt = mrl_ep_setopt,
+	.tx_ctx = (void *) mrl_fid_nosys,
+	.rx_ctx = (void *) mrl_fid_nosys,
+	.rx_size_left = (void *) mrl_fid_nosys,
+	.tx_size_left = (void *) mrl_fid_nosys,
+};
+
+/* ---- open / close ---------------------------------------------------------- */
+
+/* Keep what this endpoint's core counters counted, then close them. */
+static void drop_remote_cntrs(struct mrl_ep *ep)
+{
+	struct mrl_cntr *cntr = ep->cntr_rwrite ? ep->cntr_rwrite :
+				ep->cntr_rread;
+	struct fid_cntr *core;
+	int r, i;
+
+	for (r = 0; r < ep->nrails; r++) {
+		core = ep->rails[r].rcntr;
+		if (!core || !cntr)
+			continue;
+		cntr->value += fi_cntr_read(core);
+		cntr->err += fi_cntr_readerr(core);
+		for (i = 0; i < cntr->ncore; i++) {
+			if (cntr->core[i] == core) {
+				cntr->core[i] = cntr->core[--cntr->ncore];
+				break;
+			}
+		}
+		fi_close(&core->fid);
+		ep->rails[r].rcntr = NULL;
+	}
+}
+
+static void close_rails(struct mrl_ep *ep)
+{
+	int r;
+
+	for (r = 0; r < ep->nrails; r++) {
+		if (ep->rails[r].ep)
+			fi_close(&ep->rails[r].ep->fid);
+		if (ep->rails[r].cq)
+			fi_close(&ep->rails[r].cq->fid);
+	}
+}
+
+static int mrl_ep_close(struct fid *fid)
+{
+	struct mrl_ep *ep = to_ep(fid);
+	struct mrl_cntr *cntrs[6] = { ep->cntr_write, ep->cntr_read,
+				      ep->cntr_send, ep->cntr_recv,
+				      ep->cntr_rwrite, ep->cntr_rread };
+	int i;
+
+	mrl_lock(ep->domain);
+	if (ep->tx_cq)
+		mrl_cq_detach(ep->tx_cq, ep);
+	if (ep->rx_cq)
+		mrl_cq_detach(ep->rx_cq, ep);
+	for (i = 0; i < 6; i++)
+		if (cntrs[i])
+			mrl_cntr_detach(cntrs[i], ep);
+	if (ep->av)
+		ep->av->ep = NULL;
+	mrl_unlock(ep->domain);
+
+	/* Core endpoints first: they may still hold our buffers. */
+	for (i = 0; i < ep->nrails; i++)
+		if (ep->rails[i].ep)
+			fi_close(&ep->rails[i].ep->fid);
+	for (i = 0; i < ep->nrails; i++)
+		ep->rails[i].ep = NULL;
+	mrl_lock(ep->domain);
+	drop_remote_cntrs(ep);
+	mrl_unlock(ep->domain);
+	mrl_ctrl_fini(ep);
+	close_rails(ep);
+	mrl_rma_fini(ep);
+	free(ep->msg_reqs);
+	free(ep->name);
+	fi_freeinfo(ep->info);
+	free(ep);
+	return 0;
+}
+
+static int ext_rail_count(struct fid_ep *ep_fid)
+{
+	return mrl_container_of(ep_fid, struct mrl_ep, ep_fid)->nrails;
+}
+
+static int ext_rail_stats(struct fid_ep *ep_fid, int rail,
+			  struct fi_multirail_rail_stats *stats)
+{
+	struct mrl_ep *ep = mrl_container_of(ep_fid, struct mrl_ep, ep_fid);
+	const struct mrl_rail_credit *rc;
+
+	if (rail < 0 || rail >= ep->nrails || !stats)
+		return -FI_EINVAL;
+	mrl_lock(ep->domain);
+	memset(stats, 0, sizeof(*stats));
+	strncpy(stats->domain, ep->domain->rails[rail].info->domain_attr->name,
+		sizeof(stats->domain) - 1);
+	stats->tx_ops = ep->rails[rail].tx_ops;
+	stats->tx_bytes = ep->rails[rail].tx_bytes;
+	if (ep->enabled) {
+		rc = &ep->engine.rail[rail];
+		stats->bytes_completed = rc->bytes_completed;
+		stats->errors = rc->errors;
+	}
+	mrl_unlock(ep->domain);
+	return 0;
+}
+
+static struct fi_multirail_ep_ops mrl_ext_ops = {
+	.size = sizeof(struct fi_multirail_ep_ops),
+	.rail_count = ext_rail_count,
+	.rail_stats = ext_rail_stats,
+};
+
+static int mrl_ep_ops_open(struct fid *fid, const char *name, uint64_t flags,
+			   void **ops, void *context)
+{
+	if (!name || strcmp(name, FI_MULTIRAIL_EP_OPS))
+		return -FI_ENOSYS;
+	*ops = &mrl_ext_ops;
+	return 0;
+}
+
+static struct fi_ops mrl_ep_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = mrl_ep_close,
+	.bind = mrl_ep_bind,
+	.control = mrl_ep_control,
+	.ops_open = mrl_ep_ops_open,
+};
+
+static int open_rail(struct mrl_ep *ep, int r)
+{
+	struct mrl_domain *dom = ep->domain;
+	const struct mrl_addr_hdr *src = ep->info->src_addr;
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_info *info;
+	int ret;
+
+	info = fi_dupinfo(dom->rails[r].info);
+	if (!info)
+		return -FI_ENOMEM;
+	/* Bind where fi_getinfo said (a server's well-known port on rail 0). */
+	if (src && !mrl_addr_check(src, ep->info->src_addrlen) &&
+	    r < src->nrails && src->rail_addrlen == info->src_addrlen &&
+	    info->src_addr)
+		memcpy(info->src_addr, mrl_addr_rail(src, r),
+		       info->src_addrlen);
+	ret = fi_endpoint(dom->rails[r].domain, info, &ep->rails[r].ep, NULL);
+	cq_attr.size = info->tx_attr->size + info->rx_attr->size;
+	fi_freeinfo(info);
+	if (ret) {
+		MRL_WARN(FI_LOG_EP_CTRL, "rail %d: fi_endpoint: %s\n", r,
+			 fi_strerror(-ret));
+		return ret;
+	}
+	ret = fi_cq_open(dom->rails[r].domain, &cq_attr, &ep->rails[r].cq,
+			 NULL);
+	if (ret)
+		return ret;
+	return fi_ep_bind(ep->rails[r].ep, &ep->rails[r].cq->fid,
+			  FI_TRANSMIT | FI_RECV);
+}
+
+int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
+		struct fid_ep **ep_out, void *context)
+{
+	struct mrl_domain *dom = mrl_container_of(domain, struct mrl_domain,
+						  domain_fid);
+	struct mrl_ep *ep;
+	size_t pool;
+	int r, ret;
+
+	if (!info || (info->ep_attr && info->ep_attr->type != FI_EP_RDM)) {
+		MRL_WARN(FI_LOG_EP_CTRL, "only FI_EP_RDM endpoints\n");
+		return -FI_EINVAL;
+	}
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return -FI_ENOMEM;
+	ep->domain = dom;
+	ep->nrails = dom->nrails;
+	ep->info = fi_dupinfo(info);
+	if (!ep->info) {
+		free(ep);
+		return -FI_ENOMEM;
+	}
+	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	for (r = 0; r < ep->nrails; r++) {
+		ret = open_rail(ep, r);
+		if (ret)
+			goto err;
+	}
+	pool = dom->rails[0].info->tx_attr->size +
+	       dom->rails[0].info->rx_attr->size + 64;
+	ret = msg_pool_init(ep, pool);
+	if (ret)
+		goto err;
+
+	ep->ep_fid.fid.fclass = FI_CLASS_EP;
+	ep->ep_fid.fid.context = context;
+	ep->ep_fid.fid.ops = &mrl_ep_fi_ops;
+	ep->ep_fid.ops = &mrl_ep_base_ops;
+	ep->ep_fid.cm = &mrl_cm_ops;
+	ep->ep_fid.msg = &mrl_msg_ops;
+	ep->ep_fid.rma = &mrl_rma_ops;
+	ep->ep_fid.tagged = &mrl_tagged_ops;
+	*ep_out = &ep->ep_fid;
+	return 0;
+err:
+	close_rails(ep);
+	free(ep->msg_reqs);
+	fi_freeinfo(ep->info);
+	free(ep);
+	return ret;
+}

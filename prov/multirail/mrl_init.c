@@ -1,0 +1,434 @@
+/*
+ * Provider entry, run-time knobs and fi_getinfo.
+ *
+ * How we are selected (libfabric 1.17 to 2.x, src/fabric.c):
+ *  - FI_PROVIDER=multirail: only we are enabled; the cores are hidden and we
+ *    reach them with MRL_GETINFO_HIDDEN.  Our entries are named "multirail".
+ *  - FI_PROVIDER="multirail;tcp": libfabric enables only "multirail" and then
+ *    keeps the entries whose prov_name equals that string or starts with
+ *    "multirail;tcp;".  So our entries say "multirail;tcp" (libfabric appends
+ *    ";multirail") and "tcp" is the core we ask.
+ *  - hints prov_name "tcp;ofi_rxm;multirail" (fabtests -p): libfabric asks
+ *    only us; the part before ";multirail" is the core.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+
+#include "mrl.h"
+
+struct mrl_params mrl_params = {
+	.max_rails = MRL_MAX_RAILS,
+	.chunk_size = 256 * 1024,
+	.stripe_min = 64 * 1024,
+	.rail_depth = 64,
+	.rail_bytes = 2 * 1024 * 1024,
+};
+
+static __thread int mrl_in_getinfo;
+
+int mrl_fid_nosys(void)
+{
+	return -FI_ENOSYS;
+}
+
+size_t mrl_iov_len(const struct iovec *iov, size_t count)
+{
+	size_t i, len = 0;
+
+	for (i = 0; i < count; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+/* The FI_PROVIDER entry that names us with a core ("multirail;tcp"). */
+static char *env_entry(void)
+{
+	const char *env = getenv("FI_PROVIDER");
+	char *copy, *tok, *save, *found = NULL;
+
+	if (!env)
+		return NULL;
+	copy = strdup(env);
+	if (!copy)
+		return NULL;
+	for (tok = strtok_r(copy, ",", &save); tok && !found;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (!strncmp(tok, MRL_PROV_NAME ";", strlen(MRL_PROV_NAME) + 1))
+			found = strdup(tok);
+	}
+	free(copy);
+	return found;
+}
+
+/* Which core to ask: hints' layered name, FI_PROVIDER, or the knob. */
+static char *pick_core(const struct fi_info *hints, const char *entry)
+{
+	const char *pn = hints && hints->fabric_attr ?
+			 hints->fabric_attr->prov_name : NULL;
+	size_t n, suffix = strlen(";" MRL_PROV_NAME);
+	char fab_core[128];
+
+	if (pn && (n = strlen(pn)) > suffix &&
+	    !strcmp(pn + n - suffix, ";" MRL_PROV_NAME))
+		return strndup(pn, n - suffix);
+	if (hints && hints->fabric_attr && hints->fabric_attr->name &&
+	    !mrl_parse_fabric_name(hints->fabric_attr->name, fab_core,
+				   sizeof(fab_core)))
+		return strdup(fab_core);
+	if (entry)
+		return strdup(entry + strlen(MRL_PROV_NAME) + 1);
+	if (mrl_params.core && *mrl_params.core)
+		return strdup(mrl_params.core);
+	return NULL;
+}
+
+static bool is_ours(const struct fi_info *fi)
+{
+	const char *pn = fi->fabric_attr ? fi->fabric_attr->prov_name : NULL;
+
+	return pn && strstr(pn, MRL_PROV_NAME);
+}
+
+static const char *dom_name(const struct fi_info *fi)
+{
+	return fi->domain_attr && fi->domain_attr->name ?
+	       fi->domain_attr->name : "";
+}
+
+/* With no core named, take the provider of the best (first) RMA entry. */
+static int filter_core(struct fi_info **list, char **core_name)
+{
+	struct fi_info *fi, *keep = NULL, **tail = &keep, *next;
+	const char *want = NULL;
+
+	for (fi = *list; fi; fi = next) {
+		next = fi->next;
+		fi->next = NULL;
+		if (!is_ours(fi) && (!want ||
+		    !strcmp(want, fi->fabric_attr->prov_name))) {
+			if (!want)
+				want = fi->fabric_attr->prov_name;
+			*tail = fi;
+			tail = &fi->next;
+		} else {
+			fi_freeinfo(fi);
+		}
+	}
+	*list = keep;
+	if (!keep)
+		return -FI_ENODATA;
+	if (!*core_name)
+		*core_name = strdup(keep->fabric_attr->prov_name);
+	return *core_name ? 0 : -FI_ENOMEM;
+}
+
+static int core_getinfo(uint32_t version, const char *node,
+			const char *service, uint64_t flags,
+			const struct fi_info *core_hints, struct fi_info **out)
+{
+	int ret;
+
+	mrl_in_getinfo++;
+	ret = fi_getinfo(version, node, service, flags | MRL_GETINFO_HIDDEN,
+			 core_hints, out);
+	mrl_in_getinfo--;
+	return ret;
+}
+
+static const struct fi_info *find_domain(const struct fi_info *list,
+					 const char *name, uint32_t format)
+{
+	for (; list; list = list->next) {
+		if (!strcmp(dom_name(list), name) &&
+		    (!format || list->addr_format == format))
+			return list;
+	}
+	return NULL;
+}
+
+static bool joined_has(const char *joined, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p;
+
+	for (p = joined; (p = strstr(p, name)); p += n) {
+		if ((p == joined || p[-1] == '+') && (!p[n] || p[n] == '+'))
+			return true;
+	}
+	return false;
+}
+
+/* Rail domain names: explicit (knob or hints), else every NIC but lo. */
+static int rail_names(const struct fi_info *all, const struct fi_info *first,
+		      const struct fi_info *hints, char ***names)
+{
+	const struct fi_info *fi;
+	const char *explicit = NULL;
+	char buf[4096] = "";
+	size_t len = 0;
+	bool others = false;
+
+	if (hints && hints->domain_attr && hints->domain_attr->name)
+		explicit = hints->domain_attr->name;
+	else if (mrl_params.rails && *mrl_params.rails)
+		explicit = mrl_params.rails;
+	if (explicit)
+		return mrl_split_rails(explicit, names);
+
+	for (fi = all; fi; fi = fi->next)
+		others |= strcmp(dom_name(fi), "lo") != 0;
+	if (first)
+		len = snprintf(buf, sizeof(buf), "%s", dom_name(first));
+	for (fi = all; fi && len < sizeof(buf) - 256; fi = fi->next) {
+		if ((others && !strcmp(dom_name(fi), "lo")) ||
+		    joined_has(buf, dom_name(fi)))
+			continue;
+		len += snprintf(buf + len, sizeof(buf) - len, "%s%s",
+				len ? "+" : "", dom_name(fi));
+	}
+	if (!len)
+		return -FI_ENODATA;
+	return mrl_split_rails(buf, names);
+}
+
+/* Rails after the first on rail 0's NIC must not bind rail 0's port. */
+static void clear_port(void *addr, uint32_t format)
+{
+	if (format == FI_SOCKADDR_IN)
+		((struct sockaddr_in *) addr)->sin_port = 0;
+	else if (format == FI_SOCKADDR_IN6)
+		((struct sockaddr_in6 *) addr)->sin6_port = 0;
+}
+
+static void *build_addr(const struct fi_info **rails, int n,
+			const struct fi_info *addressed, bool dest,
+			size_t *len)
+{
+	struct mrl_addr_hdr *hdr;
+	size_t alen = dest ? addressed->dest_addrlen :
+		      rails[0]->src_addrlen;
+	int i, nr = dest ? 1 : n;
+
+	*len = mrl_addr_size(nr, alen);
+	hdr = calloc(1, *len);
+	if (!hdr)
+		return NULL;
+	hdr->magic = MRL_ADDR_MAGIC;
+	hdr->version = MRL_ADDR_VERSION;
+	hdr->nrails = nr;
+	hdr->rail_addrlen = alen;
+	if (dest) {
+		hdr->flags = MRL_ADDR_PARTIAL;
+		memcpy(hdr + 1, addressed->dest_addr, alen);
+		return hdr;
+	}
+	for (i = 0; i < n; i++) {
+		void *dst = (char *) (hdr + 1) + i * alen;
+
+		if (!i && addressed && addressed->src_addr &&
+		    addressed->src_addrlen == alen) {
+			memcpy(dst, addressed->src_addr, alen);
+			continue;
+		}
+		if (rails[i]->src_addr)
+			memcpy(dst, rails[i]->src_addr, alen);
+		clear_port(dst, rails[i]->addr_format);
+	}
+	return hdr;
+}
+
+static int build_info(const struct fi_info *all, const struct fi_info *first,
+		      const struct fi_info *hints, const char *core_name,
+		      const char *entry, uint64_t flags,
+		      struct fi_info **info)
+{
+	const struct fi_info *rails[MRL_MAX_RAILS];
+	struct fi_info *fi;
+	char **names = NULL, dom[4096] = "";
+	size_t len = 0;
+	uint32_t format;
+	int n = 0, i, ret, max = mrl_params.max_rails;
+
+	ret = rail_names(all, first, hints, &names);
+	if (ret)
+		return ret;
+	format = first ? first->addr_format : all->addr_format;
+	if (max < 1 || max > MRL_MAX_RAILS)
+		max = MRL_MAX_RAILS;
+	for (i = 0; names[i] && n < max; i++) {
+		rails[n] = (!n && first && !strcmp(dom_name(first), names[i])) ?
+			   first : find_domain(all, names[i], format);
+		if (!rails[n]) {
+			MRL_WARN(FI_LOG_CORE, "rail '%s': no %s domain of that "
+				 "name with RDM and RMA\n", names[i], core_name);
+			mrl_free_names(names);
+			return -FI_ENODATA;
+		}
+		if (rails[n]->src_addrlen != rails[0]->src_addrlen) {
+			MRL_WARN(FI_LOG_CORE, "rail '%s' skipped: address length "
+				 "differs from rail 0\n", names[i]);
+			continue;
+		}
+		len += snprintf(dom + len, sizeof(dom) - len, "%s%s",
+				n ? "+" : "", names[i]);
+		n++;
+	}
+	mrl_free_names(names);
+	if (!n)
+		return -FI_ENODATA;
+
+	fi = fi_allocinfo();
+	if (!fi)
+		return -FI_ENOMEM;
+	mrl_fill_info(fi, rails[0], hints);
+	fi->domain_attr->name = strdup(dom);
+	len = strlen(MRL_FABRIC_PREFIX) + strlen(core_name) + 1;
+	fi->fabric_attr->name = malloc(len);
+	if (fi->fabric_attr->name)
+		snprintf(fi->fabric_attr->name, len, "%s%s",
+			 MRL_FABRIC_PREFIX, core_name);
+	fi->fabric_attr->prov_name = entry ? strdup(entry) : NULL;
+
+	fi->src_addr = build_addr(rails, n, (flags & FI_SOURCE) ? first : NULL,
+				  false, &fi->src_addrlen);
+	if (first && !(flags & FI_SOURCE) && first->dest_addr)
+		fi->dest_addr = build_addr(rails, n, first, true,
+					   &fi->dest_addrlen);
+	if (!fi->domain_attr->name || !fi->fabric_attr->name || !fi->src_addr) {
+		fi_freeinfo(fi);
+		return -FI_ENOMEM;
+	}
+	*info = fi;
+	return 0;
+}
+
+static bool hints_ok(const struct fi_info *hints)
+{
+	if (!hints)
+		return true;
+	if (hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC &&
+	    hints->ep_attr->type != FI_EP_RDM)
+		return false;
+	if (hints->caps & ~(FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE |
+			    FI_SEND | FI_RECV | FI_REMOTE_READ |
+			    FI_REMOTE_WRITE | FI_MULTI_RECV | FI_SOURCE |
+			    FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV |
+			    FI_HMEM))
+		return false;
+	return true;
+}
+
+int mrl_getinfo(uint32_t version, const char *node, const char *service,
+		uint64_t flags, const struct fi_info *hints,
+		struct fi_info **info)
+{
+	struct fi_info *core_hints = NULL, *all = NULL, *addressed = NULL;
+	char *core_name = NULL, *entry = NULL;
+	int ret;
+
+	*info = NULL;
+	if (mrl_in_getinfo || !hints_ok(hints))
+		return -FI_ENODATA;
+
+	entry = env_entry();
+	core_name = pick_core(hints, entry);
+	core_hints = mrl_core_hints(hints, core_name);
+	if (!core_hints) {
+		ret = -FI_ENOMEM;
+		goto out;
+	}
+	ret = core_getinfo(version, NULL, NULL, 0, core_hints, &all);
+	if (!ret)
+		ret = filter_core(&all, &core_name);
+	if (ret) {
+		MRL_INFO(FI_LOG_CORE, "no RDM+RMA core provider found (%s)\n",
+			 core_name ? core_name : "any");
+		goto out;
+	}
+	if (node || service || (flags & FI_SOURCE)) {
+		free(core_hints->fabric_attr->prov_name);
+		core_hints->fabric_attr->prov_name = strdup(core_name);
+		ret = core_getinfo(version, node, service, flags, core_hints,
+				   &addressed);
+		if (ret)
+			goto out;
+	}
+	ret = build_info(all, addressed, hints, core_name, entry, flags, info);
+out:
+	fi_freeinfo(addressed);
+	fi_freeinfo(all);
+	fi_freeinfo(core_hints);
+	free(core_name);
+	free(entry);
+	return ret;
+}
+
+static void mrl_define_params(void)
+{
+	fi_param_define(&mrl_prov, "rails", FI_PARAM_STRING,
+		"Comma list of core domain names to use as rails, in order; a "
+		"name may repeat (lo,lo,lo,lo: four rails on loopback). "
+		"Default: every domain of the core except lo.");
+	fi_param_define(&mrl_prov, "max_rails", FI_PARAM_INT,
+		"Most rails to use (default 32).");
+	fi_param_define(&mrl_prov, "core", FI_PARAM_STRING,
+		"Core provider to stripe over when none is named by "
+		"FI_PROVIDER or hints (e.g. \"tcp;ofi_rxm\", \"efa\").");
+	fi_param_define(&mrl_prov, "chunk_size", FI_PARAM_SIZE_T,
+		"Largest piece of a striped operation on one rail "
+		"(default 262144).");
+	fi_param_define(&mrl_prov, "stripe_min", FI_PARAM_SIZE_T,
+		"Operations smaller than this go whole on one rail "
+		"(default 65536).");
+	fi_param_define(&mrl_prov, "rail_depth", FI_PARAM_INT,
+		"Most chunks in flight on one rail (default 64).");
+	fi_param_define(&mrl_prov, "rail_bytes", FI_PARAM_SIZE_T,
+		"Most bytes in flight on one rail; the next chunk goes to the "
+		"rail that drains first (default 2097152).");
+	fi_param_define(&mrl_prov, "policy", FI_PARAM_STRING,
+		"auto (small ops rotate over rails, large ops split), split "
+		"(every op over all rails) or roundrobin (whole ops rotate).");
+}
+
+static void mrl_read_params(void)
+{
+	size_t sz;
+	int i;
+
+	fi_param_get_str(&mrl_prov, "rails", &mrl_params.rails);
+	if (!fi_param_get_int(&mrl_prov, "max_rails", &i))
+		mrl_params.max_rails = i;
+	fi_param_get_str(&mrl_prov, "core", &mrl_params.core);
+	if (!fi_param_get_size_t(&mrl_prov, "chunk_size", &sz) && sz >= 4096)
+		mrl_params.chunk_size = sz;
+	if (!fi_param_get_size_t(&mrl_prov, "stripe_min", &sz))
+		mrl_params.stripe_min = sz;
+	if (!fi_param_get_int(&mrl_prov, "rail_depth", &i) && i > 0)
+		mrl_params.rail_depth = i;
+	if (!fi_param_get_size_t(&mrl_prov, "rail_bytes", &sz) && sz)
+		mrl_params.rail_bytes = sz;
+	fi_param_get_str(&mrl_prov, "policy", &mrl_params.policy);
+}
+
+static void mrl_cleanup(void)
+{
+}
+
+struct fi_provider mrl_prov = {
+	.name = MRL_PROV_NAME,
+	.version = MRL_VERSION,
+	/* libfabric 2.x skips providers older than the app's API version. */
+	.fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+	.getinfo = mrl_getinfo,
+	.fabric = mrl_fabric_open,
+	.cleanup = mrl_cleanup,
+};
+
+FI_EXT_INI
+{
+	mrl_define_params();
+	mrl_read_params();
+	return &mrl_prov;
+}

@@ -1,0 +1,300 @@
+/*
+ * Memory registration on every rail.
+ *
+ * Keys.  Every rail's core gives its own key, and on EFA each is 32 bits,
+ * so 32 rails cannot be packed into the 64-bit key of fi_mr_key().  Our key
+ * names the registration instead: it is rail 0's core key (with 32-bit core
+ * keys, a per-domain generation sits in the high half so a key is never
+ * reused for a later registration).  An initiator can use it on rail 0 at
+ * once, and it learns the other rails' keys from the target over the
+ * control channel (KEY_REQ/KEY_RESP), once per peer and key; until then the
+ * operation goes on rail 0 only.  Applications that accept FI_MR_RAW get a
+ * raw key holding every rail's key instead, and fi_mr_map_raw() makes it
+ * usable on all rails at once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mrl.h"
+
+static struct mrl_mr *to_mr(struct fid *fid)
+{
+	return mrl_container_of(fid, struct mrl_mr, mr_fid.fid);
+}
+
+static void close_core(struct mrl_mr *mr)
+{
+	int i;
+
+	for (i = 0; i < mr->domain->nrails; i++) {
+		if (mr->core[i])
+			fi_close(&mr->core[i]->fid);
+		mr->core[i] = NULL;
+	}
+}
+
+static int mrl_mr_close(struct fid *fid)
+{
+	struct mrl_mr *mr = to_mr(fid);
+	struct mrl_domain *dom = mr->domain;
+
+	mrl_lock(dom);
+	mrl_list_del(&mr->link);
+	mrl_unlock(dom);
+	close_core(mr);
+	free(mr);
+	return 0;
+}
+
+/* Our key, from rail 0's (see the top of this file). */
+static void set_key(struct mrl_mr *mr)
+{
+	struct mrl_domain *dom = mr->domain;
+	int i;
+
+	mr->key0 = fi_mr_key(mr->core[0]);
+	mr->mr_fid.key = mr->key0;
+	if (dom->key_has_gen && (dom->mr_mode & FI_MR_PROV_KEY))
+		mr->mr_fid.key = ((uint64_t) (++dom->key_gen & 0x3fffffff)
+				  << 32) | (mr->key0 & 0xffffffffu);
+	for (i = 0; i < dom->nrails; i++)
+		mr->core_desc[i] = fi_mr_desc(mr->core[i]);
+}
+
+static int raw_attr(struct mrl_mr *mr, struct fi_mr_raw_attr *attr)
+{
+	struct mrl_domain *dom = mr->domain;
+	size_t need = sizeof(struct mrl_raw_key) +
+		      dom->nrails * sizeof(uint64_t);
+	struct mrl_raw_key *raw;
+	int i;
+
+	if (!(dom->mr_mode & FI_MR_RAW))
+		return -FI_ENOSYS;
+	if (attr->base_addr)
+		*attr->base_addr = 0;
+	if (*attr->key_size < need) {
+		*attr->key_size = need;
+		return -FI_ETOOSMALL;
+	}
+	raw = (struct mrl_raw_key *) attr->raw_key;
+	raw->magic = MRL_RAW_MAGIC;
+	raw->nrails = dom->nrails;
+	raw->reserved = 0;
+	for (i = 0; i < dom->nrails; i++)
+		raw->keys[i] = fi_mr_key(mr->core[i]);
+	*attr->key_size = need;
+	return 0;
+}
+
+static int mrl_mr_control(struct fid *fid, int command, void *arg)
+{
+	struct mrl_mr *mr = to_mr(fid);
+	int i, ret;
+
+	switch (command) {
+	case FI_ENABLE:
+		for (i = 0; i < mr->domain->nrails; i++) {
+			ret = fi_mr_enable(mr->core[i]);
+			if (ret)
+				return ret;
+		}
+		set_key(mr);
+		return 0;
+	case FI_GET_RAW_MR:
+		return raw_attr(mr, arg);
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static int mrl_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct mrl_mr *mr = to_mr(fid);
+	struct mrl_ep *ep;
+	int i, ret;
+
+	if (bfid->fclass != FI_CLASS_EP) {
+		MRL_WARN(FI_LOG_MR, "MR bind to class %zu not supported\n",
+			 bfid->fclass);
+		return -FI_EINVAL;
+	}
+	ep = mrl_container_of(bfid, struct mrl_ep, ep_fid.fid);
+	for (i = 0; i < mr->domain->nrails; i++) {
+		ret = fi_mr_bind(mr->core[i], &ep->rails[i].ep->fid, flags);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static struct fi_ops mrl_mr_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = mrl_mr_close,
+	.bind = mrl_mr_bind,
+	.control = mrl_mr_control,
+	.ops_open = (void *) mrl_fid_nosys,
+};
+
+int mrl_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
+		   uint64_t flags, struct fid_mr **mr_out)
+{
+	struct mrl_domain *dom = mrl_container_of(fid, struct mrl_domain,
+						  domain_fid.fid);
+	struct fi_mr_attr core_attr;
+	struct mrl_mr *mr;
+	int i, ret;
+
+	if (!attr || !attr->iov_count || attr->iov_count > 1 ||
+	    !attr->mr_iov) {
+		MRL_WARN(FI_LOG_MR, "registration needs exactly one iov "
+			 "(got %zu)\n", attr ? attr->iov_count : 0);
+		return -FI_EINVAL;
+	}
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -FI_ENOMEM;
+	mr->domain = dom;
+	mr->iface = attr->iface;
+	mrl_list_init(&mr->link);
+
+	for (i = 0; i < dom->nrails; i++) {
+		core_attr = *attr;
+		core_attr.context = NULL;
+		ret = fi_mr_regattr(dom->rails[i].domain, &core_attr, flags,
+				    &mr->core[i]);
+		if (ret) {
+			MRL_WARN(FI_LOG_MR, "rail %d: registration failed: %s\n",
+				 i, fi_strerror(-ret));
+			close_core(mr);
+			free(mr);
+			return ret;
+		}
+	}
+	mr->mr_fid.fid.fclass = FI_CLASS_MR;
+	mr->mr_fid.fid.context = attr->context;
+	mr->mr_fid.fid.ops = &mrl_mr_fi_ops;
+	mr->mr_fid.mem_desc = mr;
+	if (!(dom->mr_mode & FI_MR_ENDPOINT))
+		set_key(mr);
+	mrl_lock(dom);
+	mrl_list_add_tail(&dom->mrs, &mr->link);
+	mrl_unlock(dom);
+	*mr_out = &mr->mr_fid;
+	return 0;
+}
+
+int mrl_mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
+		uint64_t access, uint64_t offset, uint64_t requested_key,
+		uint64_t flags, struct fid_mr **mr, void *context)
+{
+	struct fi_mr_attr attr = {
+		.mr_iov = iov,
+		.iov_count = count,
+		.access = access,
+		.offset = offset,
+		.requested_key = requested_key,
+		.context = context,
+		.iface = FI_HMEM_SYSTEM,
+	};
+
+	return mrl_mr_regattr(fid, &attr, flags, mr);
+}
+
+int mrl_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
+	       uint64_t offset, uint64_t requested_key, uint64_t flags,
+	       struct fid_mr **mr, void *context)
+{
+	struct iovec iov = { .iov_base = (void *) buf, .iov_len = len };
+
+	return mrl_mr_regv(fid, &iov, 1, access, offset, requested_key, flags,
+			   mr, context);
+}
+
+/* Target side: the registration behind one of our keys.  Domain locked. */
+struct mrl_mr *mrl_mr_find(struct mrl_domain *dom, uint64_t key)
+{
+	struct mrl_list *cur;
+	struct mrl_mr *mr;
+
+	for (cur = dom->mrs.next; cur != &dom->mrs; cur = cur->next) {
+		mr = mrl_container_of(cur, struct mrl_mr, link);
+		if (mr->mr_fid.key == key && mr->core[0])
+			return mr;
+	}
+	return NULL;
+}
+
+void *mrl_desc_rail(void *desc, int rail)
+{
+	return desc ? ((struct mrl_mr *) desc)->core_desc[rail] : NULL;
+}
+
+int mrl_mr_map_raw(struct fid_domain *domain, uint64_t base_addr,
+		   uint8_t *raw_key, size_t key_size, uint64_t *key,
+		   uint64_t flags)
+{
+	struct mrl_domain *dom = mrl_container_of(domain, struct mrl_domain,
+						  domain_fid);
+	const struct mrl_raw_key *raw = (const void *) raw_key;
+	struct mrl_raw_map *maps;
+	size_t i;
+	int r;
+
+	if (!raw || key_size < sizeof(*raw) || raw->magic != MRL_RAW_MAGIC ||
+	    !raw->nrails || raw->nrails > MRL_MAX_RAILS ||
+	    key_size < sizeof(*raw) + raw->nrails * sizeof(uint64_t)) {
+		MRL_WARN(FI_LOG_MR, "fi_mr_map_raw: not a multirail raw key "
+			 "(%zu bytes)\n", key_size);
+		return -FI_EINVAL;
+	}
+	mrl_lock(dom);
+	for (i = 0; i < dom->nraw_maps && dom->raw_maps[i].used; i++)
+		;
+	if (i == dom->nraw_maps) {
+		maps = realloc(dom->raw_maps, (i * 2 + 8) * sizeof(*maps));
+		if (!maps) {
+			mrl_unlock(dom);
+			return -FI_ENOMEM;
+		}
+		memset(maps + i, 0, (i + 8) * sizeof(*maps));
+		dom->raw_maps = maps;
+		dom->nraw_maps = i * 2 + 8;
+	}
+	dom->raw_maps[i].used = true;
+	dom->raw_maps[i].nrails = raw->nrails;
+	for (r = 0; r < raw->nrails; r++)
+		dom->raw_maps[i].keys[r] = raw->keys[r];
+	mrl_unlock(dom);
+	*key = MRL_RAW_KEY_TAG | i;
+	return 0;
+}
+
+int mrl_mr_unmap_key(struct fid_domain *domain, uint64_t key)
+{
+	struct mrl_domain *dom = mrl_container_of(domain, struct mrl_domain,
+						  domain_fid);
+	size_t i = key & ~MRL_RAW_KEY_TAG;
+
+	if (!(key & MRL_RAW_KEY_TAG) || i >= dom->nraw_maps ||
+	    !dom->raw_maps[i].used) {
+		MRL_WARN(FI_LOG_MR, "fi_mr_unmap_key: key 0x%lx was not "
+			 "mapped\n", (unsigned long) key);
+		return -FI_EINVAL;
+	}
+	mrl_lock(dom);
+	dom->raw_maps[i].used = false;
+	mrl_unlock(dom);
+	return 0;
+}
+
+/* Domain locked. */
+const struct mrl_raw_map *mrl_raw_lookup(struct mrl_domain *dom, uint64_t key)
+{
+	size_t i = key & ~MRL_RAW_KEY_TAG;
+
+	if (!(key & MRL_RAW_KEY_TAG) || i >= dom->nraw_maps ||
+	    !dom->raw_maps[i].used)
+		return NULL;
+	return &dom->raw_maps[i];
+}

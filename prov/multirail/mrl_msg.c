@@ -1,0 +1,418 @@
+/*
+ * Messages and tagged messages pass through on rail 0, so applications that
+ * mix FI_MSG/FI_TAGGED with RMA keep one ordered channel for them.  Tags
+ * with MRL_CTRL_TAG set belong to our control channel: user sends may not
+ * use that bit, and user receives always match it as 0.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mrl.h"
+
+static struct mrl_ep *to_ep(struct fid_ep *ep)
+{
+	return mrl_container_of(ep, struct mrl_ep, ep_fid);
+}
+
+struct msg_args {
+	const struct iovec *iov;
+	void **desc;
+	size_t count;
+	fi_addr_t addr;
+	uint64_t tag, ignore, data, flags;
+	void *context;
+	bool tagged, tx;
+};
+
+static int check_args(struct mrl_ep *ep, const struct msg_args *a)
+{
+	size_t i;
+
+	if (a->count > MRL_IOV_LIMIT || (a->count && !a->iov)) {
+		MRL_WARN(FI_LOG_EP_DATA, "%zu iovs, at most %d\n", a->count,
+			 MRL_IOV_LIMIT);
+		return -FI_EINVAL;
+	}
+	if (a->tagged && a->tx && (a->tag & MRL_CTRL_TAG)) {
+		MRL_WARN(FI_LOG_EP_DATA, "tag bit 63 is reserved\n");
+		return -FI_EINVAL;
+	}
+	if (ep->domain->core_mr_local && !(a->flags & FI_INJECT)) {
+		for (i = 0; i < a->count; i++) {
+			if (a->iov[i].iov_len && (!a->desc || !a->desc[i])) {
+				MRL_WARN(FI_LOG_EP_DATA, "FI_MR_LOCAL: iov %zu "
+					 "has no descriptor\n", i);
+				return -FI_EINVAL;
+			}
+		}
+	}
+	if (!ep->enabled) {
+		MRL_WARN(FI_LOG_EP_DATA, "endpoint not enabled\n");
+		return -FI_EOPBADSTATE;
+	}
+	return 0;
+}
+
+static int core_addr(struct mrl_ep *ep, fi_addr_t addr, bool tx,
+		     fi_addr_t *out)
+{
+	struct mrl_peer *peer;
+
+	if (!tx && addr == FI_ADDR_UNSPEC) {
+		*out = FI_ADDR_UNSPEC;
+		return 0;
+	}
+	peer = mrl_av_peer(ep->av, addr);
+	if (!peer) {
+		MRL_WARN(FI_LOG_EP_DATA, "fi_addr %lu not in the AV\n",
+			 (unsigned long) addr);
+		return -FI_EINVAL;
+	}
+	*out = peer->core_addr[0];
+	return 0;
+}
+
+static ssize_t post(struct mrl_ep *ep, const struct msg_args *a)
+{
+	struct fid_ep *core = ep->rails[0].ep;
+	void *desc[MRL_IOV_LIMIT];
+	struct mrl_msg_req *req;
+	fi_addr_t caddr;
+	uint64_t flags;
+	size_t i;
+	ssize_t ret;
+
+	mrl_lock(ep->domain);
+	ret = check_args(ep, a);
+	if (!ret)
+		ret = core_addr(ep, a->addr, a->tx, &caddr);
+	if (ret)
+		goto out;
+	req = mrl_msg_req_get(ep);
+	if (!req) {
+		mrl_ep_progress(ep);
+		ret = -FI_EAGAIN;
+		goto out;
+	}
+	for (i = 0; i < a->count; i++)
+		desc[i] = mrl_desc_rail(a->desc ? a->desc[i] : NULL, 0);
+	flags = a->flags | (a->tx ? ep->tx_op_flags : ep->rx_op_flags);
+	req->context = a->context;
+	req->flags = flags | (a->tx ? FI_SEND : FI_RECV) |
+		     (a->tagged ? FI_TAGGED : FI_MSG);
+	req->len = mrl_iov_len(a->iov, a->count);
+	/* We need every core completion to release the request. */
+	flags = (flags | FI_COMPLETION) & ~FI_INJECT_COMPLETE;
+
+	if (a->tagged) {
+		struct fi_msg_tagged m = {
+			.msg_iov = a->iov, .desc = desc, .iov_count = a->count,
+			.addr = caddr, .tag = a->tag,
+			.ignore = a->ignore & ~MRL_CTRL_TAG,
+			.context = &req->hdr, .data = a->data,
+		};
+		ret = a->tx ? fi_tsendmsg(core, &m, flags) :
+			      fi_trecvmsg(core, &m, flags);
+	} else {
+		struct fi_msg m = {
+			.msg_iov = a->iov, .desc = desc, .iov_count = a->count,
+			.addr = caddr, .context = &req->hdr, .data = a->data,
+		};
+		ret = a->tx ? fi_sendmsg(core, &m, flags) :
+			      fi_recvmsg(core, &m, flags);
+	}
+	if (ret)
+		mrl_msg_req_put(ep, req);
+	if (ret == -FI_EAGAIN)
+		mrl_ep_progress(ep);
+out:
+	mrl_unlock(ep->domain);
+	return ret;
+}
+
+/* Completion of a passed-through message.  Domain locked. */
+void mrl_msg_complete(struct mrl_ep *ep, struct mrl_msg_req *req,
+		      const struct fi_cq_tagged_entry *comp, fi_addr_t src,
+		      int err, const struct fi_cq_err_entry *err_entry)
+{
+	bool tx = !!(req->flags & FI_SEND);
+	struct mrl_cq *cq = tx ? ep->tx_cq : ep->rx_cq;
+	uint64_t cq_flags = tx ? ep->tx_cq_flags : ep->rx_cq_flags;
+	uint64_t flags = (req->flags & (FI_SEND | FI_RECV | FI_MSG |
+					FI_TAGGED)) |
+			 (comp->flags & (FI_REMOTE_CQ_DATA | FI_MULTI_RECV));
+	bool last = !(req->flags & FI_MULTI_RECV) ||
+		    (comp->flags & FI_MULTI_RECV) || err;
+	bool want = !(cq_flags & FI_SELECTIVE_COMPLETION) ||
+		    (req->flags & FI_COMPLETION);
+	struct mrl_cntr *cntr = tx ? ep->cntr_send : ep->cntr_recv;
+
+	if (err && err != -FI_ECANCELED)
+		MRL_DBG(FI_LOG_EP_DATA, "message completion error %d\n", err);
+	if (err) {
+		mrl_cntr_inc_err(cntr);
+		if (cq) {
+			mrl_cq_write_err(cq, req->context, flags, err,
+					 err_entry ? err_entry->prov_errno : 0,
+					 comp->data, comp->tag);
+			if (err_entry && !mrl_list_empty(&cq->errs)) {
+				struct mrl_cq_err *ce = mrl_container_of(
+					cq->errs.prev, struct mrl_cq_err, link);
+
+				ce->e.olen = err_entry->olen;
+				ce->e.len = err_entry->len;
+				ce->e.buf = err_entry->buf;
+			}
+		}
+	} else {
+		mrl_cntr_inc(cntr);
+		if (cq && (want || !tx))
+			mrl_cq_write(cq, req->context, flags,
+				     tx ? req->len : comp->len,
+				     tx ? NULL : comp->buf, comp->data,
+				     comp->tag, src);
+	}
+	if (last)
+		mrl_msg_req_put(ep, req);
+}
+
+static ssize_t mrl_recvmsg(struct fid_ep *ep, const struct fi_msg *msg,
+			   uint64_t flags)
+{
+	struct msg_args a = {
+		.iov = msg->msg_iov, .desc = msg->desc, .count = msg->iov_count,
+		.addr = msg->addr, .context = msg->context, .flags = flags,
+	};
+
+	return post(to_ep(ep), &a);
+}
+
+static ssize_t mrl_recvv(struct fid_ep *ep, const struct iovec *iov,
+			 void **desc, size_t count, fi_addr_t src, void *ctx)
+{
+	struct fi_msg msg = { .msg_iov = iov, .desc = desc, .iov_count = count,
+			      .addr = src, .context = ctx };
+
+	return mrl_recvmsg(ep, &msg, 0);
+}
+
+static ssize_t mrl_recv(struct fid_ep *ep, void *buf, size_t len, void *desc,
+			fi_addr_t src, void *ctx)
+{
+	struct iovec iov = { buf, len };
+
+	return mrl_recvv(ep, &iov, &desc, 1, src, ctx);
+}
+
+static ssize_t mrl_sendmsg(struct fid_ep *ep, const struct fi_msg *msg,
+			   uint64_t flags)
+{
+	struct msg_args a = {
+		.iov = msg->msg_iov, .desc = msg->desc, .count = msg->iov_count,
+		.addr = msg->addr, .context = msg->context, .flags = flags,
+		.data = msg->data, .tx = true,
+	};
+
+	return post(to_ep(ep), &a);
+}
+
+static ssize_t mrl_sendv(struct fid_ep *ep, const struct iovec *iov,
+			 void **desc, size_t count, fi_addr_t dest, void *ctx)
+{
+	struct fi_msg msg = { .msg_iov = iov, .desc = desc, .iov_count = count,
+			      .addr = dest, .context = ctx };
+
+	return mrl_sendmsg(ep, &msg, 0);
+}
+
+static ssize_t mrl_send(struct fid_ep *ep, const void *buf, size_t len,
+			void *desc, fi_addr_t dest, void *ctx)
+{
+	struct iovec iov = { (void *) buf, len };
+
+	return mrl_sendv(ep, &iov, &desc, 1, dest, ctx);
+}
+
+static ssize_t mrl_senddata(struct fid_ep *ep, const void *buf, size_t len,
+			    void *desc, uint64_t data, fi_addr_t dest,
+			    void *ctx)
+{
+	struct iovec iov = { (void *) buf, len };
+	struct fi_msg msg = { .msg_iov = &iov, .desc = &desc, .iov_count = 1,
+			      .addr = dest, .context = ctx, .data = data };
+
+	return mrl_sendmsg(ep, &msg, FI_REMOTE_CQ_DATA);
+}
+
+/* Injects go straight to the core: no completion, nothing to route. */
+static ssize_t inject(struct fid_ep *ep_fid, const void *buf, size_t len,
+		      uint64_t data, fi_addr_t dest, uint64_t tag, int kind)
+{
+	struct mrl_ep *ep = to_ep(ep_fid);
+	struct fid_ep *core = ep->rails[0].ep;
+	fi_addr_t caddr;
+	ssize_t ret;
+
+	if (kind >= 2 && (tag & MRL_CTRL_TAG)) {
+		MRL_WARN(FI_LOG_EP_DATA, "tag bit 63 is reserved\n");
+		return -FI_EINVAL;
+	}
+	if (len > ep->domain->inject_size) {
+		MRL_WARN(FI_LOG_EP_DATA, "inject of %zu bytes > inject_size "
+			 "%zu\n", len, ep->domain->inject_size);
+		return -FI_EINVAL;
+	}
+	mrl_lock(ep->domain);
+	ret = ep->enabled ? core_addr(ep, dest, true, &caddr) :
+	      -FI_EOPBADSTATE;
+	if (ret)
+		goto out;
+	switch (kind) {
+	case 0:
+		ret = fi_inject(core, buf, len, caddr);
+		break;
+	case 1:
+		ret = fi_injectdata(core, buf, len, data, caddr);
+		break;
+	case 2:
+		ret = fi_tinject(core, buf, len, caddr, tag);
+		break;
+	default:
+		ret = fi_tinjectdata(core, buf, len, data, caddr, tag);
+	}
+	if (!ret)
+		mrl_cntr_inc(ep->cntr_send);
+	else if (ret == -FI_EAGAIN)
+		mrl_ep_progress(ep);
+out:
+	mrl_unlock(ep->domain);
+	return ret;
+}
+
+static ssize_t mrl_inject(struct fid_ep *ep, const void *buf, size_t len,
+			  fi_addr_t dest)
+{
+	return inject(ep, buf, len, 0, dest, 0, 0);
+}
+
+static ssize_t mrl_injectdata(struct fid_ep *ep, const void *buf, size_t len,
+			      uint64_t data, fi_addr_t dest)
+{
+	return inject(ep, buf, len, data, dest, 0, 1);
+}
+
+struct fi_ops_msg mrl_msg_ops = {
+	.size = sizeof(struct fi_ops_msg),
+	.recv = mrl_recv,
+	.recvv = mrl_recvv,
+	.recvmsg = mrl_recvmsg,
+	.send = mrl_send,
+	.sendv = mrl_sendv,
+	.sendmsg = mrl_sendmsg,
+	.inject = mrl_inject,
+	.senddata = mrl_senddata,
+	.injectdata = mrl_injectdata,
+};
+
+/* ---- tagged ------------------------------------------------------------------ */
+
+static ssize_t mrl_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
+			    uint64_t flags)
+{
+	struct msg_args a = {
+		.iov = msg->msg_iov, .desc = msg->desc, .count = msg->iov_count,
+		.addr = msg->addr, .context = msg->context, .flags = flags,
+		.tag = msg->tag, .ignore = msg->ignore, .tagged = true,
+	};
+
+	return post(to_ep(ep), &a);
+}
+
+static ssize_t mrl_trecvv(struct fid_ep *ep, const struct iovec *iov,
+			  void **desc, size_t count, fi_addr_t src,
+			  uint64_t tag, uint64_t ignore, void *ctx)
+{
+	struct fi_msg_tagged msg = { .msg_iov = iov, .desc = desc,
+				     .iov_count = count, .addr = src,
+				     .tag = tag, .ignore = ignore,
+				     .context = ctx };
+
+	return mrl_trecvmsg(ep, &msg, 0);
+}
+
+static ssize_t mrl_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc,
+			 fi_addr_t src, uint64_t tag, uint64_t ignore,
+			 void *ctx)
+{
+	struct iovec iov = { buf, len };
+
+	return mrl_trecvv(ep, &iov, &desc, 1, src, tag, ignore, ctx);
+}
+
+static ssize_t mrl_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
+			    uint64_t flags)
+{
+	struct msg_args a = {
+		.iov = msg->msg_iov, .desc = msg->desc, .count = msg->iov_count,
+		.addr = msg->addr, .context = msg->context, .flags = flags,
+		.tag = msg->tag, .data = msg->data, .tagged = true, .tx = true,
+	};
+
+	return post(to_ep(ep), &a);
+}
+
+static ssize_t mrl_tsendv(struct fid_ep *ep, const struct iovec *iov,
+			  void **desc, size_t count, fi_addr_t dest,
+			  uint64_t tag, void *ctx)
+{
+	struct fi_msg_tagged msg = { .msg_iov = iov, .desc = desc,
+				     .iov_count = count, .addr = dest,
+				     .tag = tag, .context = ctx };
+
+	return mrl_tsendmsg(ep, &msg, 0);
+}
+
+static ssize_t mrl_tsend(struct fid_ep *ep, const void *buf, size_t len,
+			 void *desc, fi_addr_t dest, uint64_t tag, void *ctx)
+{
+	struct iovec iov = { (void *) buf, len };
+
+	return mrl_tsendv(ep, &iov, &desc, 1, dest, tag, ctx);
+}
+
+static ssize_t mrl_tsenddata(struct fid_ep *ep, const void *buf, size_t len,
+			     void *desc, uint64_t data, fi_addr_t dest,
+			     uint64_t tag, void *ctx)
+{
+	struct iovec iov = { (void *) buf, len };
+	struct fi_msg_tagged msg = { .msg_iov = &iov, .desc = &desc,
+				     .iov_count = 1, .addr = dest, .tag = tag,
+				     .context = ctx, .data = data };
+
+	return mrl_tsendmsg(ep, &msg, FI_REMOTE_CQ_DATA);
+}
+
+static ssize_t mrl_tinject(struct fid_ep *ep, const void *buf, size_t len,
+			   fi_addr_t dest, uint64_t tag)
+{
+	return inject(ep, buf, len, 0, dest, tag, 2);
+}
+
+static ssize_t mrl_tinjectdata(struct fid_ep *ep, const void *buf, size_t len,
+			       uint64_t data, fi_addr_t dest, uint64_t tag)
+{
+	return inject(ep, buf, len, data, dest, tag, 3);
+}
+
+struct fi_ops_tagged mrl_tagged_ops = {
+	.size = sizeof(struct fi_ops_tagged),
+	.recv = mrl_trecv,
+	.recvv = mrl_trecvv,
+	.recvmsg = mrl_trecvmsg,
+	.send = mrl_tsend,
+	.sendv = mrl_tsendv,
+	.sendmsg = mrl_tsendmsg,
+	.inject = mrl_tinject,
+	.senddata = mrl_tsenddata,
+	.injectdata = mrl_tinjectdata,
+};

@@ -1,0 +1,472 @@
+/*
+ * Striped RMA: each user operation becomes an engine op (mrl_stripe.c), and
+ * each of its chunks a core RMA on one rail.
+ *
+ * Completion semantics.  A chunk on a rail other than rail 0 is posted with
+ * FI_DELIVERY_COMPLETE, so when the user sees the op complete, every byte is
+ * visible at the target even though a message the user sends next (on rail
+ * 0, ordered after rail 0's chunks by the core) could overtake the other
+ * rails.  For fi_writedata, the engine holds back a final chunk carrying the
+ * CQ data until every other chunk completed, and those are all posted with
+ * FI_DELIVERY_COMPLETE: so the target's CQ entry, raised by the final
+ * chunk, cannot appear before any byte of the op has landed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mrl.h"
+
+struct mrl_rma_args {
+	enum mrl_op_kind kind;
+	const struct iovec *iov;
+	void **desc;
+	size_t count;
+	fi_addr_t addr;
+	const struct fi_rma_iov *rma_iov;
+	size_t rma_count;
+	void *context;
+	uint64_t data;
+	uint64_t flags;
+};
+
+static struct mrl_ep *to_ep(struct fid_ep *ep)
+{
+	return mrl_container_of(ep, struct mrl_ep, ep_fid);
+}
+
+static const struct mrl_engine_ops engine_ops = {
+	.post_chunk = mrl_rma_post_chunk,
+	.op_done = mrl_rma_op_done,
+};
+
+/* Per-op rail keys live beside the request, in the same pool slot. */
+struct rma_slot {
+	struct mrl_rma_req req;
+	uint64_t keys[MRL_MAX_RAILS];
+};
+
+static struct rma_slot *slot_of(struct mrl_op *op)
+{
+	return mrl_container_of(op, struct rma_slot, req.op);
+}
+
+int mrl_rma_init(struct mrl_ep *ep)
+{
+	struct mrl_engine_attr attr = {
+		.nrails = ep->nrails,
+		.max_chunks_per_rail = mrl_params.rail_depth,
+		.max_bytes_per_rail = mrl_params.rail_bytes,
+		.final_size = 4096,
+	};
+	struct rma_slot *slots;
+	size_t i, n = ep->domain->rails[0].info->tx_attr->size;
+	int ret;
+
+	if (n < 1024)
+		n = 1024;
+	ret = mrl_engine_init(&ep->engine, &attr, &engine_ops, ep);
+	if (ret)
+		return ret;
+	slots = calloc(n, sizeof(*slots));
+	if (!slots) {
+		mrl_engine_fini(&ep->engine);
+		return -FI_ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		slots[i].req.next_free = ep->rma_free;
+		ep->rma_free = &slots[i].req;
+	}
+	ep->rma_reqs = &slots[0].req;
+	ep->rma_pool_size = n;
+	ep->chunk_size = mrl_params.chunk_size;
+	ep->stripe_min = mrl_params.stripe_min;
+	return 0;
+}
+
+void mrl_rma_fini(struct mrl_ep *ep)
+{
+	mrl_engine_fini(&ep->engine);
+	free(ep->rma_reqs);
+	ep->rma_reqs = NULL;
+}
+
+static bool needs_delivery(const struct mrl_chunk *chunk)
+{
+	const struct mrl_op *op = chunk->op;
+	bool held_back = (op->flags & FI_REMOTE_CQ_DATA) &&
+			 op->body_len && op->body_len < op->len;
+
+	if (op->kind != MRL_OP_WRITE)
+		return false;
+	return chunk->rail != 0 || (held_back && !chunk->final);
+}
+
+int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
+{
+	struct mrl_ep *ep = owner;
+	struct mrl_op *op = chunk->op;
+	struct mrl_peer *peer = op->peer;
+	struct iovec iov[MRL_IOV_LIMIT];
+	void *desc[MRL_IOV_LIMIT];
+	struct fi_rma_iov rma = {
+		.addr = op->raddr + chunk->offset,
+		.len = chunk->len,
+		.key = slot_of(op)->keys[chunk->rail],
+	};
+	struct fi_msg_rma msg = {
+		.msg_iov = iov, .desc = desc, .rma_iov = &rma,
+		.rma_iov_count = 1, .addr = peer->core_addr[chunk->rail],
+		.context = &chunk->hdr, .data = op->data,
+	};
+	uint64_t flags = FI_COMPLETION;
+	struct fid_ep *core = ep->rails[chunk->rail].ep;
+	size_t i;
+	ssize_t ret;
+
+	msg.iov_count = mrl_iov_slice(op->iov, op->desc, op->iov_count,
+				      chunk->offset, chunk->len, iov, desc);
+	for (i = 0; i < msg.iov_count; i++)
+		desc[i] = mrl_desc_rail(desc[i], chunk->rail);
+	if (chunk->final && (op->flags & FI_REMOTE_CQ_DATA))
+		flags |= FI_REMOTE_CQ_DATA;
+	if (needs_delivery(chunk))
+		flags |= FI_DELIVERY_COMPLETE;
+
+	ret = op->kind == MRL_OP_WRITE ? fi_writemsg(core, &msg, flags) :
+					 fi_readmsg(core, &msg, flags);
+	if (!ret) {
+		ep->rails[chunk->rail].tx_ops++;
+		ep->rails[chunk->rail].tx_bytes += chunk->len;
+	} else if (ret != -FI_EAGAIN) {
+		MRL_WARN(FI_LOG_EP_DATA, "rail %d: core %s failed: %s\n",
+			 chunk->rail, op->kind == MRL_OP_WRITE ? "write" :
+			 "read", fi_strerror((int) -ret));
+	}
+	return (int) ret;
+}
+
+void mrl_rma_op_done(void *owner, struct mrl_op *op, int err)
+{
+	struct mrl_ep *ep = owner;
+	struct mrl_rma_req *req = &slot_of(op)->req;
+
+	mrl_ep_report(ep, true, op->context,
+		      req->cq_flags | (op->flags & FI_COMPLETION), op->len,
+		      err, 0);
+	req->next_free = ep->rma_free;
+	ep->rma_free = req;
+}
+
+/* The rails' keys for (peer, key), and how many rails can use them. */
+static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
+			uint64_t key, uint64_t *keys)
+{
+	struct mrl_domain *dom = ep->domain;
+	const struct mrl_key_entry *entry;
+	const struct mrl_raw_map *map;
+	int r, n;
+
+	if (dom->mr_mode & FI_MR_RAW) {
+		map = mrl_raw_lookup(dom, key);
+		if (!map) {
+			MRL_WARN(FI_LOG_EP_DATA, "key 0x%lx was not mapped with "
+				 "fi_mr_map_raw\n", (unsigned long) key);
+			return -FI_EINVAL;
+		}
+		n = map->nrails < peer->nrails ? map->nrails : peer->nrails;
+		for (r = 0; r < n; r++)
+			keys[r] = map->keys[r];
+		return n;
+	}
+	entry = mrl_ctrl_key_lookup(ep, peer, key);
+	if (entry && entry->state == MRL_KEY_VALID && !peer->partial) {
+		n = entry->nrails < peer->nrails ? entry->nrails : peer->nrails;
+		for (r = 0; r < n; r++)
+			keys[r] = entry->keys[r];
+		return n;
+	}
+	/* Until the target told us its other keys: rail 0 alone. */
+	keys[0] = dom->key_has_gen ? (key & 0xffffffffu) : key;
+	return 1;
+}
+
+static int check_rma(struct mrl_ep *ep, const struct mrl_rma_args *a,
+		     size_t len)
+{
+	size_t i;
+
+	if (!ep->enabled) {
+		MRL_WARN(FI_LOG_EP_DATA, "endpoint not enabled\n");
+		return -FI_EOPBADSTATE;
+	}
+	if (a->count > MRL_IOV_LIMIT || (a->count && !a->iov)) {
+		MRL_WARN(FI_LOG_EP_DATA, "%zu iovs, at most %d\n", a->count,
+			 MRL_IOV_LIMIT);
+		return -FI_EINVAL;
+	}
+	if (a->rma_count != 1 || !a->rma_iov) {
+		MRL_WARN(FI_LOG_EP_DATA, "%zu remote iovs, exactly 1 "
+			 "supported\n", a->rma_count);
+		return -FI_EINVAL;
+	}
+	if (a->rma_iov->len < len) {
+		MRL_WARN(FI_LOG_EP_DATA, "remote iov of %zu bytes for %zu\n",
+			 (size_t) a->rma_iov->len, len);
+		return -FI_EINVAL;
+	}
+	if (len > ep->info->ep_attr->max_msg_size) {
+		MRL_WARN(FI_LOG_EP_DATA, "%zu bytes > max_msg_size\n", len);
+		return -FI_EMSGSIZE;
+	}
+	if (ep->domain->core_mr_local) {
+		for (i = 0; i < a->count; i++) {
+			if (a->iov[i].iov_len && (!a->desc || !a->desc[i])) {
+				MRL_WARN(FI_LOG_EP_DATA, "FI_MR_LOCAL: iov %zu "
+					 "has no descriptor\n", i);
+				return -FI_EINVAL;
+			}
+		}
+	}
+	return 0;
+}
+
+static uint32_t pick_rails(struct mrl_ep *ep, int nrails, size_t len,
+			   size_t *chunk)
+{
+	enum mrl_policy policy = ep->domain->policy;
+	size_t per_rail;
+	int rail;
+
+	if (nrails == 1 || policy == MRL_POLICY_ROUNDROBIN ||
+	    (policy == MRL_POLICY_AUTO && len < ep->stripe_min)) {
+		rail = ep->rr_next++ % nrails;
+		*chunk = len > ep->domain->core_max_msg ?
+			 ep->domain->core_max_msg : (len ? len : 1);
+		return 1u << rail;
+	}
+	/* Enough chunks that every rail gets some, none over chunk_size. */
+	per_rail = (len + nrails - 1) / nrails;
+	per_rail = (per_rail + 4095) & ~(size_t) 4095;
+	*chunk = per_rail < ep->chunk_size ? per_rail : ep->chunk_size;
+	if (*chunk > ep->domain->core_max_msg)
+		*chunk = ep->domain->core_max_msg;
+	return nrails == 32 ? ~0u : (1u << nrails) - 1;
+}
+
+static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
+{
+	size_t len = mrl_iov_len(a->iov, a->count), chunk = 1;
+	struct mrl_rma_req *req;
+	struct rma_slot *slot;
+	struct mrl_peer *peer;
+	int nrails;
+	ssize_t ret;
+
+	ret = check_rma(ep, a, len);
+	if (ret)
+		return ret;
+	peer = mrl_av_peer(ep->av, a->addr);
+	if (!peer) {
+		MRL_WARN(FI_LOG_EP_DATA, "fi_addr %lu not in the AV\n",
+			 (unsigned long) a->addr);
+		return -FI_EINVAL;
+	}
+	req = ep->rma_free;
+	if (!req) {
+		mrl_ep_progress(ep);
+		return -FI_EAGAIN;
+	}
+	slot = mrl_container_of(req, struct rma_slot, req);
+	nrails = resolve_keys(ep, peer, a->rma_iov->key, slot->keys);
+	if (nrails < 0)
+		return nrails;
+	ep->rma_free = req->next_free;
+
+	memset(&req->op, 0, sizeof(req->op));
+	req->op.kind = a->kind;
+	req->op.flags = a->flags | ep->tx_op_flags;
+	req->op.context = a->context;
+	req->op.data = a->data;
+	req->op.len = len;
+	memcpy(req->op.iov, a->iov, a->count * sizeof(*a->iov));
+	if (a->desc)
+		memcpy(req->op.desc, a->desc, a->count * sizeof(void *));
+	req->op.iov_count = a->count;
+	req->op.raddr = a->rma_iov->addr;
+	req->op.peer = peer;
+	req->cq_flags = FI_RMA | (a->kind == MRL_OP_WRITE ? FI_WRITE : FI_READ);
+
+	mrl_op_prepare(&ep->engine, &req->op,
+		       pick_rails(ep, nrails, len, &chunk), chunk);
+	mrl_engine_submit(&ep->engine, &req->op);
+	return 0;
+}
+
+static ssize_t rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
+{
+	struct mrl_ep *ep = to_ep(ep_fid);
+	ssize_t ret;
+
+	mrl_lock(ep->domain);
+	ret = rma_submit(ep, a);
+	mrl_unlock(ep->domain);
+	return ret;
+}
+
+static ssize_t mrl_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
+			    uint64_t flags)
+{
+	struct mrl_rma_args a = {
+		.kind = MRL_OP_WRITE, .iov = msg->msg_iov, .desc = msg->desc,
+		.count = msg->iov_count, .addr = msg->addr,
+		.rma_iov = msg->rma_iov, .rma_count = msg->rma_iov_count,
+		.context = msg->context, .data = msg->data, .flags = flags,
+	};
+
+	if (flags & FI_INJECT) {
+		MRL_WARN(FI_LOG_EP_DATA, "FI_INJECT on fi_writemsg: use "
+			 "fi_inject_write\n");
+		return -FI_EINVAL;
+	}
+	return rma_locked(ep, &a);
+}
+
+static ssize_t mrl_writev(struct fid_ep *ep, const struct iovec *iov,
+			  void **desc, size_t count, fi_addr_t dest,
+			  uint64_t addr, uint64_t key, void *context)
+{
+	struct fi_rma_iov rma = { addr, mrl_iov_len(iov, count), key };
+	struct fi_msg_rma msg = { .msg_iov = iov, .desc = desc,
+				  .iov_count = count, .addr = dest,
+				  .rma_iov = &rma, .rma_iov_count = 1,
+				  .context = context };
+
+	return mrl_writemsg(ep, &msg, 0);
+}
+
+static ssize_t mrl_write(struct fid_ep *ep, const void *buf, size_t len,
+			 void *desc, fi_addr_t dest, uint64_t addr,
+			 uint64_t key, void *context)
+{
+	struct iovec iov = { (void *) buf, len };
+
+	return mrl_writev(ep, &iov, &desc, 1, dest, addr, key, context);
+}
+
+static ssize_t mrl_writedata(struct fid_ep *ep, const void *buf, size_t len,
+			     void *desc, uint64_t data, fi_addr_t dest,
+			     uint64_t addr, uint64_t key, void *context)
+{
+	struct iovec iov = { (void *) buf, len };
+	struct fi_rma_iov rma = { addr, len, key };
+	struct fi_msg_rma msg = { .msg_iov = &iov, .desc = &desc,
+				  .iov_count = 1, .addr = dest,
+				  .rma_iov = &rma, .rma_iov_count = 1,
+				  .context = context, .data = data };
+
+	return mrl_writemsg(ep, &msg, FI_REMOTE_CQ_DATA);
+}
+
+static ssize_t mrl_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
+			   uint64_t flags)
+{
+	struct mrl_rma_args a = {
+		.kind = MRL_OP_READ, .iov = msg->msg_iov, .desc = msg->desc,
+		.count = msg->iov_count, .addr = msg->addr,
+		.rma_iov = msg->rma_iov, .rma_count = msg->rma_iov_count,
+		.context = msg->context, .flags = flags & ~FI_REMOTE_CQ_DATA,
+	};
+
+	return rma_locked(ep, &a);
+}
+
+static ssize_t mrl_readv(struct fid_ep *ep, const struct iovec *iov,
+			 void **desc, size_t count, fi_addr_t src,
+			 uint64_t addr, uint64_t key, void *context)
+{
+	struct fi_rma_iov rma = { addr, mrl_iov_len(iov, count), key };
+	struct fi_msg_rma msg = { .msg_iov = iov, .desc = desc,
+				  .iov_count = count, .addr = src,
+				  .rma_iov = &rma, .rma_iov_count = 1,
+				  .context = context };
+
+	return mrl_readmsg(ep, &msg, 0);
+}
+
+static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
+			fi_addr_t src, uint64_t addr, uint64_t key,
+			void *context)
+{
+	struct iovec iov = { buf, len };
+
+	return mrl_readv(ep, &iov, &desc, 1, src, addr, key, context);
+}
+
+/*
+ * Injects are small: they go whole on rail 0 through the core's inject, so
+ * the buffer is free on return and they stay ordered with our messages.
+ */
+static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
+			    uint64_t data, bool with_data, fi_addr_t dest,
+			    uint64_t addr, uint64_t key)
+{
+	struct mrl_ep *ep = to_ep(ep_fid);
+	struct mrl_peer *peer;
+	uint64_t keys[MRL_MAX_RAILS];
+	ssize_t ret;
+
+	if (len > ep->domain->inject_size) {
+		MRL_WARN(FI_LOG_EP_DATA, "inject of %zu bytes > inject_size "
+			 "%zu\n", len, ep->domain->inject_size);
+		return -FI_EINVAL;
+	}
+	mrl_lock(ep->domain);
+	peer = ep->enabled ? mrl_av_peer(ep->av, dest) : NULL;
+	if (!peer) {
+		MRL_WARN(FI_LOG_EP_DATA, "inject: endpoint not enabled or "
+			 "fi_addr %lu unknown\n", (unsigned long) dest);
+		ret = -FI_EINVAL;
+		goto out;
+	}
+	ret = resolve_keys(ep, peer, key, keys);
+	if (ret < 0)
+		goto out;
+	ret = with_data ?
+	      fi_inject_writedata(ep->rails[0].ep, buf, len, data,
+				  peer->core_addr[0], addr, keys[0]) :
+	      fi_inject_write(ep->rails[0].ep, buf, len, peer->core_addr[0],
+			      addr, keys[0]);
+	if (!ret)
+		mrl_cntr_inc(ep->cntr_write);
+	else if (ret == -FI_EAGAIN)
+		mrl_ep_progress(ep);
+out:
+	mrl_unlock(ep->domain);
+	return ret;
+}
+
+static ssize_t mrl_inject_write(struct fid_ep *ep, const void *buf, size_t len,
+				fi_addr_t dest, uint64_t addr, uint64_t key)
+{
+	return inject_write(ep, buf, len, 0, false, dest, addr, key);
+}
+
+static ssize_t mrl_inject_writedata(struct fid_ep *ep, const void *buf,
+				    size_t len, uint64_t data, fi_addr_t dest,
+				    uint64_t addr, uint64_t key)
+{
+	return inject_write(ep, buf, len, data, true, dest, addr, key);
+}
+
+struct fi_ops_rma mrl_rma_ops = {
+	.size = sizeof(struct fi_ops_rma),
+	.read = mrl_read,
+	.readv = mrl_readv,
+	.readmsg = mrl_readmsg,
+	.write = mrl_write,
+	.writev = mrl_writev,
+	.writemsg = mrl_writemsg,
+	.inject = mrl_inject_write,
+	.writedata = mrl_writedata,
+	.injectdata = mrl_inject_writedata,
+};

@@ -1,0 +1,254 @@
+#include <stdlib.h>
+#include <string.h>
+#include <rdma/fi_errno.h>
+
+#include "mrl_stripe.h"
+
+int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
+		    const struct mrl_engine_ops *ops, void *owner)
+{
+	size_t i;
+
+	if (attr->nrails < 1 || attr->nrails > MRL_MAX_RAILS ||
+	    !attr->max_chunks_per_rail || !attr->max_bytes_per_rail)
+		return -FI_EINVAL;
+
+	memset(eng, 0, sizeof(*eng));
+	eng->nrails = attr->nrails;
+	eng->max_chunks_per_rail = attr->max_chunks_per_rail;
+	eng->max_bytes_per_rail = attr->max_bytes_per_rail;
+	eng->final_size = attr->final_size ? attr->final_size : 1;
+	eng->ops = ops;
+	eng->owner = owner;
+	mrl_list_init(&eng->pending);
+	mrl_list_init(&eng->active);
+	mrl_list_init(&eng->free_chunks);
+
+	/* Credit bounds the chunks in flight, so the pool never runs dry. */
+	eng->pool_size = (size_t) attr->nrails * attr->max_chunks_per_rail;
+	eng->chunk_pool = calloc(eng->pool_size, sizeof(*eng->chunk_pool));
+	if (!eng->chunk_pool)
+		return -FI_ENOMEM;
+	for (i = 0; i < eng->pool_size; i++) {
+		eng->chunk_pool[i].hdr.kind = MRL_REQ_CHUNK;
+		mrl_list_add_tail(&eng->free_chunks, &eng->chunk_pool[i].link);
+	}
+	return 0;
+}
+
+void mrl_engine_fini(struct mrl_engine *eng)
+{
+	free(eng->chunk_pool);
+	eng->chunk_pool = NULL;
+}
+
+void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
+		    uint32_t rail_mask, size_t chunk_size)
+{
+	size_t final;
+
+	op->rail_mask = rail_mask;
+	op->chunk_size = chunk_size;
+	op->next_off = 0;
+	op->inflight = 0;
+	op->err = 0;
+	op->final_posted = false;
+	mrl_list_init(&op->link);
+
+	/* A single chunk is its own final chunk: it carries the CQ data. */
+	if (op->len <= chunk_size) {
+		op->body_len = 0;
+		return;
+	}
+	if (!(op->flags & FI_REMOTE_CQ_DATA)) {
+		op->body_len = op->len;
+		op->final_posted = true;	/* nothing held back */
+		return;
+	}
+	final = eng->final_size < chunk_size ? eng->final_size : chunk_size;
+	op->body_len = op->len - final;
+}
+
+static bool rail_has_credit(const struct mrl_engine *eng, int rail, size_t len)
+{
+	const struct mrl_rail_credit *rc = &eng->rail[rail];
+
+	if (rc->blocked || rc->inflight >= eng->max_chunks_per_rail)
+		return false;
+	return !rc->inflight_bytes ||
+	       rc->inflight_bytes + len <= eng->max_bytes_per_rail;
+}
+
+/* The least loaded rail with credit; ties rotate so idle rails share. */
+static int pick_rail(struct mrl_engine *eng, uint32_t mask, size_t len)
+{
+	int best = -1, i, r;
+
+	for (i = 0; i < eng->nrails; i++) {
+		r = (eng->next_rail + i) % eng->nrails;
+		if (!(mask & (1u << r)) || !rail_has_credit(eng, r, len))
+			continue;
+		if (best < 0 ||
+		    eng->rail[r].inflight_bytes < eng->rail[best].inflight_bytes)
+			best = r;
+	}
+	if (best >= 0)
+		eng->next_rail = (best + 1) % eng->nrails;
+	return best;
+}
+
+static bool op_finished(const struct mrl_op *op)
+{
+	if (op->inflight)
+		return false;
+	return op->err || (op->next_off >= op->body_len && op->final_posted);
+}
+
+static void finish_op(struct mrl_engine *eng, struct mrl_op *op)
+{
+	mrl_list_del(&op->link);
+	eng->ops->op_done(eng->owner, op, op->err);
+}
+
+/* Returns 0 when posted, -FI_EAGAIN when no rail or chunk is available. */
+static int post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
+		    size_t len, bool final)
+{
+	struct mrl_chunk *chunk;
+	int rail, ret;
+
+	for (;;) {
+		if (mrl_list_empty(&eng->free_chunks))
+			return -FI_EAGAIN;
+		rail = pick_rail(eng, op->rail_mask, len);
+		if (rail < 0)
+			return -FI_EAGAIN;
+
+		chunk = mrl_container_of(eng->free_chunks.next,
+					 struct mrl_chunk, link);
+		chunk->op = op;
+		chunk->offset = off;
+		chunk->len = len;
+		chunk->rail = rail;
+		chunk->final = final;
+
+		ret = eng->ops->post_chunk(eng->owner, chunk);
+		if (ret == -FI_EAGAIN) {
+			eng->rail[rail].blocked = true;
+			continue;
+		}
+		if (ret) {
+			eng->rail[rail].errors++;
+			op->err = ret;
+			return ret;
+		}
+		mrl_list_del(&chunk->link);
+		eng->rail[rail].inflight++;
+		eng->rail[rail].inflight_bytes += len;
+		eng->rail[rail].chunks_posted++;
+		eng->rail[rail].bytes_posted += len;
+		op->inflight++;
+		return 0;
+	}
+}
+
+/* Post what the op's rails accept; true when nothing is left to post. */
+static bool progress_op(struct mrl_engine *eng, struct mrl_op *op)
+{
+	size_t len;
+
+	while (!op->err && op->next_off < op->body_len) {
+		len = op->body_len - op->next_off;
+		if (len > op->chunk_size)
+			len = op->chunk_size;
+		if (post_one(eng, op, op->next_off, len, false))
+			return !!op->err;
+		op->next_off += len;
+	}
+	if (op->err || op->final_posted)
+		return true;
+	if (op->inflight)
+		return false;	/* final chunk waits for the whole body */
+	if (post_one(eng, op, op->body_len, op->len - op->body_len, true))
+		return !!op->err;
+	op->final_posted = true;
+	return true;
+}
+
+void mrl_engine_progress(struct mrl_engine *eng)
+{
+	struct mrl_list *cur, *next;
+	struct mrl_op *op;
+	int i;
+
+	for (i = 0; i < eng->nrails; i++)
+		eng->rail[i].blocked = false;
+
+	for (cur = eng->pending.next; cur != &eng->pending; cur = next) {
+		next = cur->next;
+		op = mrl_container_of(cur, struct mrl_op, link);
+		if (!progress_op(eng, op))
+			continue;
+		if (op_finished(op)) {
+			finish_op(eng, op);
+		} else {
+			mrl_list_del(&op->link);
+			mrl_list_add_tail(&eng->active, &op->link);
+		}
+	}
+}
+
+void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op)
+{
+	mrl_list_add_tail(&eng->pending, &op->link);
+	mrl_engine_progress(eng);
+}
+
+void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
+			   int err)
+{
+	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
+	struct mrl_op *op = chunk->op;
+
+	rc->inflight--;
+	rc->inflight_bytes -= chunk->len;
+	if (err)
+		rc->errors++;
+	else
+		rc->bytes_completed += chunk->len;
+	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
+
+	op->inflight--;
+	if (err && !op->err)
+		op->err = err;
+	if (op_finished(op))
+		finish_op(eng, op);
+}
+
+bool mrl_engine_idle(const struct mrl_engine *eng)
+{
+	return mrl_list_empty(&eng->pending) && mrl_list_empty(&eng->active);
+}
+
+size_t mrl_iov_slice(const struct iovec *iov, void *const *desc, size_t count,
+		     uint64_t off, size_t len, struct iovec *out,
+		     void **out_desc)
+{
+	size_t i, n = 0, take;
+
+	for (i = 0; i < count && off >= iov[i].iov_len; i++)
+		off -= iov[i].iov_len;
+
+	for (; i < count && n < MRL_IOV_LIMIT && (len || !n); i++) {
+		take = iov[i].iov_len - off;
+		if (take > len)
+			take = len;
+		out[n].iov_base = (char *) iov[i].iov_base + off;
+		out[n].iov_len = take;
+		out_desc[n] = desc ? desc[i] : NULL;
+		n++;
+		len -= take;
+		off = 0;
+	}
+	return n;
+}

@@ -1,0 +1,187 @@
+/*
+ * The striping engine: turns one RMA operation into chunks on rails and the
+ * chunks' completions back into exactly one completion of the operation.
+ *
+ * It knows nothing of libfabric objects.  The rail layer hands it operations,
+ * and it calls back to post a chunk on a rail and to report a finished
+ * operation.  Chunks are handed out lazily: a rail gets the next chunk when
+ * it has credit (chunks and bytes in flight below its limits), so a rail
+ * that drains faster is given more of the operation (adaptive scheduling),
+ * and a rail that said -FI_EAGAIN is simply retried on the next progress.
+ */
+#ifndef MRL_STRIPE_H
+#define MRL_STRIPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <rdma/fabric.h>
+
+#define MRL_MAX_RAILS	32
+#define MRL_IOV_LIMIT	4
+
+struct mrl_list {
+	struct mrl_list *next, *prev;
+};
+
+static inline void mrl_list_init(struct mrl_list *l)
+{
+	l->next = l->prev = l;
+}
+
+static inline bool mrl_list_empty(const struct mrl_list *l)
+{
+	return l->next == l;
+}
+
+static inline void mrl_list_add_tail(struct mrl_list *l, struct mrl_list *e)
+{
+	e->prev = l->prev;
+	e->next = l;
+	l->prev->next = e;
+	l->prev = e;
+}
+
+static inline void mrl_list_del(struct mrl_list *e)
+{
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+	e->next = e->prev = e;
+}
+
+#define mrl_container_of(ptr, type, field) \
+	((type *) ((char *) (ptr) - offsetof(type, field)))
+
+enum mrl_op_kind {
+	MRL_OP_WRITE,
+	MRL_OP_READ,
+};
+
+/*
+ * Every context handed to a core provider starts with this header, so a
+ * core completion can be routed back: the core owns ctx while the request is
+ * in flight (it may be FI_CONTEXT2-sized), kind says what the request is.
+ */
+enum mrl_req_kind {
+	MRL_REQ_CHUNK = 1,
+	MRL_REQ_MSG,
+	MRL_REQ_CTRL_RX,
+	MRL_REQ_CTRL_TX,
+};
+
+struct mrl_req_hdr {
+	struct fi_context2 ctx;
+	int kind;
+};
+
+struct mrl_op;
+
+struct mrl_chunk {
+	struct mrl_req_hdr hdr;		/* must stay first */
+	struct mrl_op *op;
+	uint64_t offset;		/* within the operation's byte stream */
+	size_t len;
+	int rail;
+	bool final;			/* carries the op's remote CQ data */
+	struct mrl_list link;		/* free list */
+};
+
+struct mrl_op {
+	enum mrl_op_kind kind;
+	uint64_t flags;			/* user flags: FI_REMOTE_CQ_DATA, ... */
+	void *context;
+	uint64_t data;
+	size_t len;
+	struct iovec iov[MRL_IOV_LIMIT];
+	void *desc[MRL_IOV_LIMIT];
+	size_t iov_count;
+	uint64_t raddr;
+	uint64_t key;
+	void *peer;			/* owned by the rail layer */
+	void *owner;			/* rail layer's per-op data */
+	uint32_t rail_mask;		/* rails this op may use */
+	size_t chunk_size;
+
+	/*
+	 * Remote CQ data must not be visible at the target before all the
+	 * bytes are.  The core orders nothing across rails, so when an op is
+	 * cut into several chunks, the body goes first and the final chunk,
+	 * the only one carrying the data, is posted only after every body
+	 * chunk completed.  The rail layer posts body chunks with delivery
+	 * complete semantics, so "completed" means "visible at the target".
+	 */
+	size_t body_len;		/* == len when there is no final chunk */
+	bool final_posted;
+
+	size_t next_off;		/* next body byte to hand out */
+	uint32_t inflight;
+	int err;
+	struct mrl_list link;
+};
+
+struct mrl_rail_credit {
+	uint32_t inflight;
+	size_t inflight_bytes;
+	bool blocked;			/* said -FI_EAGAIN this pass */
+	uint64_t chunks_posted;
+	uint64_t bytes_posted;
+	uint64_t bytes_completed;
+	uint64_t errors;
+};
+
+struct mrl_engine_ops {
+	/* 0: posted; -FI_EAGAIN: retry later; other: the op fails. */
+	int (*post_chunk)(void *owner, struct mrl_chunk *chunk);
+	/* Called exactly once per op, after its last chunk completed. */
+	void (*op_done)(void *owner, struct mrl_op *op, int err);
+};
+
+struct mrl_engine {
+	int nrails;
+	struct mrl_rail_credit rail[MRL_MAX_RAILS];
+	uint32_t max_chunks_per_rail;
+	size_t max_bytes_per_rail;
+	size_t final_size;		/* bytes held back for the final chunk */
+	int next_rail;			/* rotates ties among idle rails */
+	struct mrl_list pending;	/* ops with chunks still to post */
+	struct mrl_list active;		/* ops fully posted, chunks in flight */
+	struct mrl_list free_chunks;
+	struct mrl_chunk *chunk_pool;
+	size_t pool_size;
+	const struct mrl_engine_ops *ops;
+	void *owner;
+};
+
+struct mrl_engine_attr {
+	int nrails;
+	uint32_t max_chunks_per_rail;
+	size_t max_bytes_per_rail;
+	size_t final_size;
+};
+
+int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
+		    const struct mrl_engine_ops *ops, void *owner);
+void mrl_engine_fini(struct mrl_engine *eng);
+
+/*
+ * Prepare op for submission: cut at chunk_size over the rails in rail_mask.
+ * Single-chunk ops carry their CQ data directly; larger ones hold back a
+ * final chunk when FI_REMOTE_CQ_DATA is set.
+ */
+void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
+		    uint32_t rail_mask, size_t chunk_size);
+/* Queue the op and post what credit allows.  Never fails. */
+void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op);
+/* Post queued chunks while rails have credit. */
+void mrl_engine_progress(struct mrl_engine *eng);
+/* A chunk completed (err 0) or failed; may finish its op. */
+void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
+			   int err);
+bool mrl_engine_idle(const struct mrl_engine *eng);
+
+/* Slice [off, off + len) of an iov array into out (at most MRL_IOV_LIMIT). */
+size_t mrl_iov_slice(const struct iovec *iov, void *const *desc, size_t count,
+		     uint64_t off, size_t len, struct iovec *out,
+		     void **out_desc);
+
+#endif /* MRL_STRIPE_H */

@@ -1,0 +1,333 @@
+/*
+ * Unit tests of the striping engine over a fake rail layer: chunking,
+ * exactly-once completion, error propagation, -FI_EAGAIN queueing, the
+ * ordering of the CQ-data chunk, and adaptive scheduling.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <rdma/fi_errno.h>
+
+#include "mrl_stripe.h"
+
+static int failures;
+
+#define CHECK(cond, ...) do {						\
+	if (!(cond)) {							\
+		failures++;						\
+		printf("FAIL %s:%d: ", __func__, __LINE__);		\
+		printf(__VA_ARGS__);					\
+		printf("\n");						\
+	}								\
+} while (0)
+
+#define MAX_POSTED 4096
+
+struct fake {
+	struct mrl_chunk *posted[MAX_POSTED];	/* in flight */
+	int nposted;
+	int eagain[MRL_MAX_RAILS];	/* say -FI_EAGAIN this many times */
+	int fail_post_at;		/* fail the Nth post (1-based) */
+	int post_count;
+	unsigned char *covered;		/* times each byte was posted */
+	size_t covered_len;
+	int done_calls;
+	int done_err;
+	size_t max_chunk_seen;
+	int rail_chunks[MRL_MAX_RAILS];
+	int final_posted_with_body_inflight;
+};
+
+static int fake_post(void *owner, struct mrl_chunk *c)
+{
+	struct fake *f = owner;
+	size_t i;
+
+	if (f->eagain[c->rail] > 0) {
+		f->eagain[c->rail]--;
+		return -FI_EAGAIN;
+	}
+	f->post_count++;
+	if (f->fail_post_at && f->post_count == f->fail_post_at)
+		return -FI_EIO;
+	for (i = 0; c->final && i < (size_t) f->nposted; i++)
+		if (f->posted[i]->op == c->op)
+			f->final_posted_with_body_inflight++;
+	for (i = 0; i < c->len && f->covered; i++)
+		f->covered[c->offset + i]++;
+	if (c->len > f->max_chunk_seen)
+		f->max_chunk_seen = c->len;
+	f->rail_chunks[c->rail]++;
+	f->posted[f->nposted++] = c;
+	return 0;
+}
+
+static void fake_done(void *owner, struct mrl_op *op, int err)
+{
+	struct fake *f = owner;
+
+	f->done_calls++;
+	f->done_err = err;
+	op->owner = f;	/* marks the op as reported */
+}
+
+static const struct mrl_engine_ops fake_ops = {
+	.post_chunk = fake_post,
+	.op_done = fake_done,
+};
+
+static void complete_at(struct mrl_engine *eng, struct fake *f, int idx,
+			int err)
+{
+	struct mrl_chunk *c = f->posted[idx];
+
+	f->posted[idx] = f->posted[--f->nposted];
+	mrl_engine_chunk_done(eng, c, err);
+}
+
+static void drain(struct mrl_engine *eng, struct fake *f, unsigned seed)
+{
+	int guard = 100000;
+
+	srand(seed);
+	while ((f->nposted || !mrl_engine_idle(eng)) && guard--) {
+		if (f->nposted)
+			complete_at(eng, f, rand() % f->nposted, 0);
+		mrl_engine_progress(eng);
+	}
+}
+
+static void setup(struct mrl_engine *eng, struct fake *f, int nrails,
+		  uint32_t chunks, size_t bytes)
+{
+	struct mrl_engine_attr attr = {
+		.nrails = nrails,
+		.max_chunks_per_rail = chunks,
+		.max_bytes_per_rail = bytes,
+		.final_size = 4096,
+	};
+
+	memset(f, 0, sizeof(*f));
+	if (mrl_engine_init(eng, &attr, &fake_ops, f))
+		abort();
+}
+
+static void init_op(struct mrl_op *op, size_t len, uint64_t flags)
+{
+	memset(op, 0, sizeof(*op));
+	op->kind = MRL_OP_WRITE;
+	op->len = len;
+	op->flags = flags;
+}
+
+static void check_coverage(struct fake *f, size_t len)
+{
+	size_t i, bad = 0;
+
+	for (i = 0; i < len; i++)
+		bad += f->covered[i] != 1;
+	CHECK(!bad, "%zu bytes not posted exactly once", bad);
+}
+
+static void test_chunking(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op;
+	struct fake f;
+	size_t len = 10 * 1024 * 1024 + 12345, chunk = 1 << 20;
+	int r;
+
+	setup(&eng, &f, 4, 4, 4 * chunk);
+	f.covered = calloc(1, len);
+	init_op(&op, len, 0);
+	mrl_op_prepare(&eng, &op, 0xf, chunk);
+	mrl_engine_submit(&eng, &op);
+	CHECK(f.done_calls == 0, "completed before any chunk did");
+	drain(&eng, &f, 1);
+	check_coverage(&f, len);
+	CHECK(f.max_chunk_seen <= chunk, "chunk of %zu > %zu",
+	      f.max_chunk_seen, chunk);
+	for (r = 0; r < 4; r++)
+		CHECK(f.rail_chunks[r] > 0, "rail %d unused", r);
+	CHECK(f.done_calls == 1 && f.done_err == 0, "done %d err %d",
+	      f.done_calls, f.done_err);
+	free(f.covered);
+	mrl_engine_fini(&eng);
+}
+
+static void test_exactly_once_many_ops(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op ops[64];
+	struct fake f;
+	size_t sizes[] = { 0, 1, 7, 4096, 65537, 1 << 20, (3 << 20) + 1 };
+	int i;
+
+	setup(&eng, &f, 3, 8, 1 << 20);
+	for (i = 0; i < 64; i++) {
+		init_op(&ops[i], sizes[i % 7], i & 1 ? FI_REMOTE_CQ_DATA : 0);
+		mrl_op_prepare(&eng, &ops[i], 0x7, 256 * 1024);
+		mrl_engine_submit(&eng, &ops[i]);
+	}
+	drain(&eng, &f, 2);
+	CHECK(f.done_calls == 64, "%d completions for 64 ops", f.done_calls);
+	CHECK(f.final_posted_with_body_inflight == 0,
+	      "final chunk posted while body in flight (%d)",
+	      f.final_posted_with_body_inflight);
+	mrl_engine_fini(&eng);
+}
+
+static void test_final_chunk_last(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op;
+	struct fake f;
+	size_t len = 5 * 1000 * 1000;
+	int i, finals = 0;
+
+	setup(&eng, &f, 4, 16, 64 << 20);
+	f.covered = calloc(1, len);
+	init_op(&op, len, FI_REMOTE_CQ_DATA);
+	mrl_op_prepare(&eng, &op, 0xf, 1 << 20);
+	mrl_engine_submit(&eng, &op);
+	for (i = 0; i < f.nposted; i++)
+		finals += f.posted[i]->final;
+	CHECK(finals == 0, "final chunk posted with the body");
+	drain(&eng, &f, 3);
+	check_coverage(&f, len);
+	CHECK(f.final_posted_with_body_inflight == 0, "final before body");
+	CHECK(f.done_calls == 1, "done %d", f.done_calls);
+
+	/* A single-chunk op is its own final chunk. */
+	memset(f.covered, 0, len);
+	init_op(&op, 100, FI_REMOTE_CQ_DATA);
+	mrl_op_prepare(&eng, &op, 0xf, 1 << 20);
+	mrl_engine_submit(&eng, &op);
+	CHECK(f.nposted == 1 && f.posted[0]->final, "single chunk not final");
+	drain(&eng, &f, 4);
+	CHECK(f.done_calls == 2, "done %d", f.done_calls);
+	free(f.covered);
+	mrl_engine_fini(&eng);
+}
+
+static void test_error_propagation(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op, op2;
+	struct fake f;
+	int posted_before;
+
+	setup(&eng, &f, 4, 2, 1 << 30);
+	init_op(&op, 64 << 20, FI_REMOTE_CQ_DATA);
+	mrl_op_prepare(&eng, &op, 0xf, 1 << 20);
+	mrl_engine_submit(&eng, &op);
+	complete_at(&eng, &f, 0, -FI_EIO);
+	CHECK(f.done_calls == 0, "error completed op with chunks in flight");
+	posted_before = f.post_count;
+	mrl_engine_progress(&eng);
+	CHECK(f.post_count == posted_before, "posted after the op failed");
+	while (f.nposted)
+		complete_at(&eng, &f, 0, 0);
+	CHECK(f.done_calls == 1 && f.done_err == -FI_EIO,
+	      "done %d err %d", f.done_calls, f.done_err);
+	for (int i = 0; i < f.nposted; i++)
+		CHECK(!f.posted[i]->final, "final posted after error");
+
+	/* A post that fails with nothing in flight completes at once. */
+	f.fail_post_at = f.post_count + 1;
+	init_op(&op2, 10, 0);
+	mrl_op_prepare(&eng, &op2, 0x1, 1 << 20);
+	mrl_engine_submit(&eng, &op2);
+	CHECK(f.done_calls == 2 && f.done_err == -FI_EIO, "done %d err %d",
+	      f.done_calls, f.done_err);
+	CHECK(mrl_engine_idle(&eng), "engine not idle");
+	mrl_engine_fini(&eng);
+}
+
+static void test_eagain_queueing(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op;
+	struct fake f;
+	size_t len = 8 << 20;
+
+	setup(&eng, &f, 2, 4, 1 << 30);
+	f.covered = calloc(1, len);
+	f.eagain[0] = f.eagain[1] = 1000;	/* every rail busy */
+	init_op(&op, len, 0);
+	mrl_op_prepare(&eng, &op, 0x3, 1 << 20);
+	mrl_engine_submit(&eng, &op);
+	CHECK(f.nposted == 0, "posted while rails said EAGAIN");
+	CHECK(f.done_calls == 0, "completed without posting");
+	f.eagain[0] = f.eagain[1] = 0;
+	f.eagain[1] = 3;
+	mrl_engine_progress(&eng);
+	CHECK(f.nposted > 0, "queued chunks not posted from progress");
+	drain(&eng, &f, 5);
+	check_coverage(&f, len);
+	CHECK(f.done_calls == 1 && !f.done_err, "done %d", f.done_calls);
+	free(f.covered);
+	mrl_engine_fini(&eng);
+}
+
+/* Rail 0 drains three times as often as rail 1: it must carry more. */
+static void test_adaptive(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op;
+	struct fake f;
+	int step = 0, i, guard = 100000;
+
+	setup(&eng, &f, 2, 2, 2 << 20);
+	init_op(&op, 64 << 20, 0);
+	mrl_op_prepare(&eng, &op, 0x3, 1 << 20);
+	mrl_engine_submit(&eng, &op);
+	while (f.done_calls == 0 && guard--) {
+		int want = (step++ % 4 == 3) ? 1 : 0;
+
+		for (i = 0; i < f.nposted; i++) {
+			if (f.posted[i]->rail == want) {
+				complete_at(&eng, &f, i, 0);
+				break;
+			}
+		}
+		mrl_engine_progress(&eng);
+	}
+	CHECK(f.done_calls == 1, "not done");
+	CHECK(f.rail_chunks[0] > 2 * f.rail_chunks[1],
+	      "fast rail %d chunks, slow rail %d", f.rail_chunks[0],
+	      f.rail_chunks[1]);
+	mrl_engine_fini(&eng);
+}
+
+static void test_iov_slice(void)
+{
+	char a[10], b[20], c[30];
+	struct iovec iov[3] = { { a, 10 }, { b, 20 }, { c, 30 } };
+	void *desc[3] = { (void *) 1, (void *) 2, (void *) 3 };
+	struct iovec out[MRL_IOV_LIMIT];
+	void *od[MRL_IOV_LIMIT];
+	size_t n;
+
+	n = mrl_iov_slice(iov, desc, 3, 5, 30, out, od);
+	CHECK(n == 3, "n %zu", n);
+	CHECK(out[0].iov_base == a + 5 && out[0].iov_len == 5, "seg0");
+	CHECK(out[1].iov_base == b && out[1].iov_len == 20, "seg1");
+	CHECK(out[2].iov_base == c && out[2].iov_len == 5, "seg2");
+	CHECK(od[0] == desc[0] && od[2] == desc[2], "desc");
+	n = mrl_iov_slice(iov, desc, 3, 30, 30, out, od);
+	CHECK(n == 1 && out[0].iov_base == c && out[0].iov_len == 30, "tail");
+}
+
+int main(void)
+{
+	test_chunking();
+	test_exactly_once_many_ops();
+	test_final_chunk_last();
+	test_error_propagation();
+	test_eagain_queueing();
+	test_adaptive();
+	test_iov_slice();
+	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+	return failures ? 1 : 0;
+}
