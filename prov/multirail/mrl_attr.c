@@ -124,7 +124,11 @@ struct fi_info *mrl_core_hints(const struct fi_info *hints,
 	if (ch->domain_attr->mr_mode == FI_MR_BASIC ||
 	    ch->domain_attr->mr_mode == FI_MR_SCALABLE)
 		ch->domain_attr->mr_mode = 0;
-	ch->domain_attr->threading = FI_THREAD_DOMAIN;
+	ch->domain_attr->threading = FI_THREAD_UNSPEC;
+	ch->domain_attr->control_progress = FI_PROGRESS_UNSPEC;
+	ch->domain_attr->data_progress = FI_PROGRESS_UNSPEC;
+	ch->domain_attr->resource_mgmt = FI_RM_UNSPEC;
+	ch->tx_attr->size = ch->rx_attr->size = 0;
 	ch->domain_attr->av_type = FI_AV_TABLE;
 	ch->domain_attr->cq_data_size = 0;
 	ch->domain_attr->mr_key_size = 0;

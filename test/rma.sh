@@ -1,0 +1,18 @@
+#!/bin/sh
+# Two processes over multirail on loopback rails (tcp;ofi_rxm): write, writev,
+# writedata and read with checked bytes, 1, 2 and 4 rails, striped and not,
+# and the FI_MR_RAW key path.  Sizes stay small: see docs/status.md.
+set -e
+export FI_PROVIDER_PATH="$(pwd)/.libs"
+unset FI_PROVIDER
+run() {
+	echo "== $*"
+	timeout 300 ./test/rma_test "$@"
+}
+for rails in lo lo,lo lo,lo,lo,lo; do
+	FI_MULTIRAIL_RAILS=$rails run -o all -S 4096 -W 8
+	# force striping of small ops so every path is exercised
+	FI_MULTIRAIL_RAILS=$rails FI_MULTIRAIL_STRIPE_MIN=2048 \
+		FI_MULTIRAIL_CHUNK_SIZE=4096 run -o all -S 16384 -W 2
+done
+FI_MULTIRAIL_RAILS=lo,lo run -R -o all -S 4096 -W 4

@@ -1,0 +1,579 @@
+/*
+ * Integration test: two processes (fork) over multirail, addresses and keys
+ * exchanged over a socketpair.  The initiator writes (write, writev,
+ * writedata) or reads random data of many sizes at odd offsets, with a
+ * window of outstanding ops; the target poisons its buffer first and checks
+ * every byte afterwards, and for writedata checks, at the moment it reads
+ * each CQ entry, that the whole op's bytes are already there.
+ *
+ *   rma_test [-o write|writev|writedata|read|all] [-S max_size] [-W window]
+ *            [-R] (ask for FI_MR_RAW) [-n iterations of the writedata check]
+ * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS (set by the caller).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#define POISON	0xA5
+#define SLACK	4096
+#define TIMEOUT_S 60
+
+static struct fid_fabric *fabric;
+static struct fid_domain *domain;
+static struct fid_av *av;
+static struct fid_ep *ep;
+static struct fid_cq *cq;
+static struct fid_mr *mr, *cmr;
+static char cbuf[64];
+static char rctx, sctx;
+static struct fi_info *info;
+static fi_addr_t peer;
+static int sock;
+static char *buf;
+static size_t buf_size;
+static uint64_t peer_addr, peer_key;
+static const char *role = "?";
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "[%s] FAIL: ", role);
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+#define CHK(call) do {							\
+	int _r = (int) (call);						\
+	if (_r < 0)							\
+		die("%s: %d (%s)", #call, _r, fi_strerror(-_r));	\
+} while (0)
+
+static void xsend(const void *p, size_t len)
+{
+	if (write(sock, &len, sizeof(len)) != sizeof(len) ||
+	    write(sock, p, len) != (ssize_t) len)
+		die("oob send");
+}
+
+static size_t xrecv(void *p, size_t max)
+{
+	size_t len, got = 0;
+	ssize_t n;
+
+	if (read(sock, &len, sizeof(len)) != sizeof(len) || len > max)
+		die("oob recv header");
+	while (got < len) {
+		n = read(sock, (char *) p + got, len - got);
+		if (n <= 0)
+			die("oob recv");
+		got += n;
+	}
+	return len;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Deterministic bytes for (seed, position). */
+static void fill(char *p, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (char) x;
+	}
+}
+
+static size_t check(const char *p, size_t len, uint64_t seed)
+{
+	char *want = malloc(len ? len : 1);
+	size_t i, bad = 0;
+
+	fill(want, len, seed);
+	for (i = 0; i < len; i++)
+		bad += p[i] != want[i];
+	free(want);
+	return bad;
+}
+
+static size_t check_poison(const char *p, size_t len)
+{
+	size_t i, bad = 0;
+
+	for (i = 0; i < len; i++)
+		bad += (unsigned char) p[i] != POISON;
+	return bad;
+}
+
+static void setup(int raw)
+{
+	struct fi_info *hints = fi_allocinfo();
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_DATA,
+				      .size = 4096 };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	char name[1024], pname[1024];
+	size_t len = sizeof(name), plen;
+
+
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG | FI_RMA;
+	hints->mode = FI_CONTEXT;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+				      FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+				      (raw ? FI_MR_RAW : 0);
+	hints->fabric_attr->prov_name = strdup(getenv("MRL_TEST_PROV") ?
+			getenv("MRL_TEST_PROV") : "multirail");
+	CHK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+	fi_freeinfo(hints);
+	if (!strstr(info->fabric_attr->prov_name, "multirail") &&
+	    !getenv("MRL_TEST_PROV"))
+		die("got provider %s", info->fabric_attr->prov_name);
+	if (raw && !(info->domain_attr->mr_mode & FI_MR_RAW))
+		die("FI_MR_RAW asked for and not given");
+
+	CHK(fi_fabric(info->fabric_attr, &fabric, NULL));
+	CHK(fi_domain(fabric, info, &domain, NULL));
+	CHK(fi_av_open(domain, &av_attr, &av, NULL));
+	CHK(fi_cq_open(domain, &cq_attr, &cq, NULL));
+	CHK(fi_endpoint(domain, info, &ep, NULL));
+	CHK(fi_ep_bind(ep, &av->fid, 0));
+	CHK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+	CHK(fi_enable(ep));
+	CHK(fi_getname(&ep->fid, name, &len));
+	xsend(name, len);
+	plen = xrecv(pname, sizeof(pname));
+	if (plen < 8 || fi_av_insert(av, pname, 1, &peer, 0, NULL) != 1)
+		die("fi_av_insert");
+
+	buf = aligned_alloc(4096, buf_size + SLACK);
+	CHK(fi_mr_reg(domain, cbuf, sizeof(cbuf), FI_SEND | FI_RECV, 0, 2, 0,
+		      &cmr, NULL));
+	CHK(fi_mr_reg(domain, buf, buf_size + SLACK,
+		      FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
+		      0, 1, 0, &mr, NULL));
+}
+
+static void exchange_keys(int raw)
+{
+	uint8_t k[1024];
+	uint64_t addr = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
+			(uintptr_t) buf : 0, base;
+	size_t ksz = sizeof(k) - 8;
+
+	memcpy(k, &addr, 8);
+	if (raw) {
+		CHK(fi_mr_raw_attr(mr, &base, k + 8, &ksz, 0));
+	} else {
+		uint64_t key = fi_mr_key(mr);
+
+		memcpy(k + 8, &key, 8);
+		ksz = 8;
+	}
+	xsend(k, ksz + 8);
+	ksz = xrecv(k, sizeof(k)) - 8;
+	memcpy(&peer_addr, k, 8);
+	if (raw)
+		CHK(fi_mr_map_raw(domain, 0, k + 8, ksz, &peer_key, 0));
+	else
+		memcpy(&peer_key, k + 8, 8);
+}
+
+/* Wait for n completions; every context must come back exactly once. */
+static void wait_comps(int n, char *seen, uint64_t want_flags)
+{
+	struct fi_cq_data_entry e[16];
+	struct fi_cq_err_entry err = { 0 };
+	double end = now() + TIMEOUT_S;
+	int got = 0, i;
+	ssize_t r;
+
+	while (got < n) {
+		r = fi_cq_read(cq, e, 16);
+		if (r == -FI_EAVAIL) {
+			fi_cq_readerr(cq, &err, 0);
+			die("error completion: %s", fi_strerror(err.err));
+		}
+		if (r == -FI_EAGAIN) {
+			if (now() > end)
+				die("timeout: %d of %d completions", got, n);
+			continue;
+		}
+		if (r < 0)
+			die("fi_cq_read %zd", r);
+		for (i = 0; i < r; i++) {
+			char *c = e[i].op_context;
+
+			if (c < seen || c >= seen + n)
+				die("completion with a foreign context");
+			if (*c)
+				die("op %ld completed twice", (long) (c - seen));
+			if ((e[i].flags & want_flags) != want_flags)
+				die("completion flags 0x%lx", (long) e[i].flags);
+			*c = 1;
+		}
+		got += r;
+	}
+	/* and nothing more */
+	for (i = 0; i < 100; i++)
+		if (fi_cq_read(cq, e, 1) != -FI_EAGAIN)
+			die("extra completion");
+}
+
+static void wait_oob_progressing(void);
+static void wait_ctx(void *ctx, ssize_t posted);
+
+struct plan {
+	int op;		/* 0 write 1 writev 2 writedata 3 read */
+	size_t size, offset;
+	int window;
+	uint64_t seed;
+};
+
+static const char *op_name[] = { "write", "writev", "writedata", "read" };
+
+static size_t slot(const struct plan *p)
+{
+	return (p->size + p->offset + 63) & ~(size_t) 63;
+}
+
+static void initiator_case(const struct plan *p)
+{
+	char *seen = calloc(p->window, 1), ack;
+	int i;
+
+	xsend(p, sizeof(*p));
+	wait_oob_progressing();
+	if (xrecv(&ack, 1) != 1 || ack != 'r')
+		die("target not ready");
+	for (i = 0; i < p->window; i++) {
+		char *local = buf + i * slot(p) + p->offset;
+		uint64_t raddr = peer_addr + i * slot(p) + p->offset;
+		void *desc = fi_mr_desc(mr);
+		ssize_t r;
+
+		if (p->op == 3)
+			memset(local, POISON, p->size);
+		else
+			fill(local, p->size, p->seed + i);
+		do {
+			switch (p->op) {
+			case 0:
+				r = fi_write(ep, local, p->size, desc, peer,
+					     raddr, peer_key, &seen[i]);
+				break;
+			case 1: {
+				size_t h = p->size / 3;
+				struct iovec iov[3] = {
+					{ local, h }, { local + h, h },
+					{ local + 2 * h, p->size - 2 * h } };
+				void *d[3] = { desc, desc, desc };
+
+				r = fi_writev(ep, iov, d, 3, peer, raddr,
+					      peer_key, &seen[i]);
+				break;
+			}
+			case 2:
+				r = fi_writedata(ep, local, p->size, desc,
+						 p->seed + i, peer, raddr,
+						 peer_key, &seen[i]);
+				break;
+			default:
+				r = fi_read(ep, local, p->size, desc, peer,
+					    raddr, peer_key, &seen[i]);
+			}
+			if (r == -FI_EAGAIN) {
+				struct fi_cq_data_entry e;
+
+				/* progress only; completions come below */
+				(void) e;
+				fi_cq_read(cq, NULL, 0);
+			}
+		} while (r == -FI_EAGAIN);
+		if (r)
+			die("%s post: %zd", op_name[p->op], r);
+	}
+	wait_comps(p->window, seen, FI_RMA | (p->op == 3 ? FI_READ : FI_WRITE));
+	if (p->op == 3) {
+		for (i = 0; i < p->window; i++) {
+			size_t bad = check(buf + i * slot(p) + p->offset,
+					   p->size, p->seed + i);
+			if (bad)
+				die("read size %zu op %d: %zu bad bytes",
+				    p->size, i, bad);
+		}
+	}
+	/* Sync through the provider, as applications do: send after RMA. */
+	wait_ctx(&sctx, fi_send(ep, cbuf, 1, fi_mr_desc(cmr), peer, &sctx));
+	xsend("d", 1);
+	wait_oob_progressing();
+	if (xrecv(&ack, 1) != 1 || ack != 'k')
+		die("target reported a failure");
+	free(seen);
+}
+
+static void wait_oob_progressing(void)
+{
+	struct pollfd pfd = { .fd = sock, .events = POLLIN };
+	double end = now() + TIMEOUT_S;
+
+	while (poll(&pfd, 1, 0) == 0) {
+		fi_cq_read(cq, NULL, 0);
+		if (now() > end)
+			die("timeout waiting for the peer");
+	}
+}
+
+/* Wait for the completion of one message op posted with ctx. */
+static void wait_ctx(void *ctx, ssize_t posted)
+{
+	struct fi_cq_data_entry e;
+	double end = now() + TIMEOUT_S;
+	ssize_t r;
+
+	if (posted)
+		die("message post: %zd", posted);
+	for (;;) {
+		r = fi_cq_read(cq, &e, 1);
+		if (r == 1 && e.op_context == ctx)
+			return;
+		if (r == 1)
+			die("unexpected completion while syncing");
+		if (r != -FI_EAGAIN)
+			die("sync fi_cq_read %zd", r);
+		if (now() > end)
+			die("timeout syncing");
+	}
+}
+
+static void target_writedata(const struct plan *p)
+{
+	struct fi_cq_data_entry e;
+	double end = now() + TIMEOUT_S;
+	char *seen = calloc(p->window, 1);
+	int got = 0;
+	ssize_t r;
+
+	while (got < p->window) {
+		r = fi_cq_read(cq, &e, 1);
+		if (r == -FI_EAGAIN) {
+			if (now() > end)
+				die("timeout waiting for CQ data");
+			continue;
+		}
+		if (r != 1)
+			die("target fi_cq_read %zd", r);
+		if (!(e.flags & FI_REMOTE_CQ_DATA))
+			die("CQ entry without FI_REMOTE_CQ_DATA");
+		{
+			uint64_t i = e.data - p->seed;
+			size_t bad;
+
+			if (i >= (uint64_t) p->window || seen[i])
+				die("CQ data %lu unexpected or repeated",
+				    (unsigned long) e.data);
+			seen[i] = 1;
+			/* Every byte must be there when the data is. */
+			bad = check(buf + i * slot(p) + p->offset, p->size,
+				    p->seed + i);
+			if (bad)
+				die("CQ data seen with %zu of %zu bytes "
+				    "missing (op %lu)", bad, p->size,
+				    (unsigned long) i);
+		}
+		got++;
+	}
+	free(seen);
+}
+
+static void target_case(const struct plan *p)
+{
+	size_t span = p->window * slot(p), bad = 0;
+	char msg;
+	int i;
+
+	if (p->op == 3) {
+		for (i = 0; i < p->window; i++)
+			fill(buf + i * slot(p) + p->offset, p->size,
+			     p->seed + i);
+	} else {
+		memset(buf, POISON, span + SLACK);
+	}
+	CHK(fi_recv(ep, cbuf + 32, 8, fi_mr_desc(cmr), FI_ADDR_UNSPEC, &rctx));
+	xsend("r", 1);
+	if (p->op == 2)
+		target_writedata(p);
+	/*
+	 * The initiator's 'd' means its ops completed: data is visible.  Keep
+	 * progressing meanwhile: the cores here need the target to progress.
+	 */
+	wait_ctx(&rctx, 0);
+	wait_oob_progressing();
+	if (xrecv(&msg, 1) != 1 || msg != 'd')
+		die("expected 'd'");
+	if (p->op != 3) {
+		for (i = 0; i < p->window; i++) {
+			char *s = buf + i * slot(p);
+
+			bad += check_poison(s, p->offset);
+			bad += check(s + p->offset, p->size, p->seed + i);
+			bad += check_poison(s + p->offset + p->size,
+					    slot(p) - p->offset - p->size);
+		}
+		bad += check_poison(buf + span, SLACK);
+	}
+	if (bad)
+		fprintf(stderr, "[target] %s size %zu: %zu bad bytes\n",
+			op_name[p->op], p->size, bad);
+	xsend(bad ? "x" : "k", 1);
+	if (bad)
+		exit(1);
+}
+
+static void run_target(void)
+{
+	struct plan p;
+
+	for (;;) {
+		wait_oob_progressing();
+		if (xrecv(&p, sizeof(p)) != sizeof(p) || !p.window)
+			break;
+		target_case(&p);
+	}
+}
+
+static void run_initiator(const int *ops, int nops, size_t max_size,
+			  int window, int iters)
+{
+	static const size_t sizes[] = { 1, 7, 64, 4095, 4096, 65535, 65536,
+		65537, 262144 + 13, 1 << 20, (1 << 20) + 4097, 4 << 20,
+		(16 << 20) - 1, 64 << 20 };
+	struct plan p = { 0 };
+	size_t s;
+	int o, it;
+	double t0 = 0;
+
+	for (o = 0; o < nops; o++) {
+		for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			if (sizes[s] > max_size)
+				break;
+			p.op = ops[o];
+			p.size = sizes[s];
+			p.offset = (s * 13) % 61;
+			p.window = sizes[s] >= (4 << 20) ? 1 :
+				   sizes[s] >= (1 << 20) ? 4 : window;
+			for (it = 0; it < (p.op == 2 ? iters : 1); it++) {
+				p.seed = (uint64_t) rand() << 8;
+				t0 = now();
+				initiator_case(&p);
+			}
+			printf("ok %s size %zu offset %zu window %d (%.3fs)\n",
+			       op_name[p.op], p.size, p.offset, p.window,
+			       now() - t0);
+		}
+	}
+	memset(&p, 0, sizeof(p));
+	xsend(&p, sizeof(p));
+}
+
+static void teardown(void)
+{
+	fi_close(&ep->fid);
+	fi_close(&mr->fid);
+	fi_close(&cmr->fid);
+	fi_close(&av->fid);
+	fi_close(&cq->fid);
+	fi_close(&domain->fid);
+	fi_close(&fabric->fid);
+	fi_freeinfo(info);
+	free(buf);
+}
+
+int main(int argc, char **argv)
+{
+	int ops[4] = { 0, 1, 2, 3 }, nops = 4, window = 16, raw = 0, c;
+	int iters = 1, sv[2], status;
+	size_t max_size = 64 << 20;
+	pid_t pid;
+
+	while ((c = getopt(argc, argv, "o:S:W:Rn:")) != -1) {
+		switch (c) {
+		case 'o':
+			nops = 1;
+			ops[0] = !strcmp(optarg, "write") ? 0 :
+				 !strcmp(optarg, "writev") ? 1 :
+				 !strcmp(optarg, "writedata") ? 2 :
+				 !strcmp(optarg, "read") ? 3 : -1;
+			if (!strcmp(optarg, "all"))
+				nops = 4, ops[0] = 0;
+			else if (ops[0] < 0)
+				die("unknown op %s", optarg);
+			break;
+		case 'S':
+			max_size = strtoull(optarg, NULL, 0);
+			break;
+		case 'W':
+			window = atoi(optarg);
+			break;
+		case 'R':
+			raw = 1;
+			break;
+		case 'n':
+			iters = atoi(optarg);
+			break;
+		default:
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it]");
+		}
+	}
+	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
+				      (1 << 20)) + 128) + (max_size + 128) * 4;
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		die("socketpair");
+	srand(getpid());
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	sock = pid ? sv[0] : sv[1];
+	role = pid ? "initiator" : "target";
+	alarm(600);
+	setup(raw);
+	exchange_keys(raw);
+	if (pid) {
+		run_initiator(ops, nops, max_size, window, iters);
+		teardown();
+		if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+		    WEXITSTATUS(status))
+			die("target failed");
+		printf("PASS\n");
+	} else {
+		run_target();
+		teardown();
+	}
+	return 0;
+}
