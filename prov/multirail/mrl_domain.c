@@ -115,6 +115,11 @@ static int open_rail(struct mrl_domain *dom, int i, const char *name)
 			 name, fi_strerror(-ret));
 		return ret;
 	}
+	MRL_INFO(FI_LOG_DOMAIN, "rail %d (%s): progress %d/%d threading %d "
+		 "mr_mode 0x%lx\n", i, name, rail->info->domain_attr->control_progress,
+		 rail->info->domain_attr->data_progress,
+		 rail->info->domain_attr->threading,
+		 (unsigned long) rail->info->domain_attr->mr_mode);
 	ret = fi_domain(rail->fabric, rail->info, &rail->domain, NULL);
 	if (ret)
 		MRL_WARN(FI_LOG_DOMAIN, "rail %d (%s): fi_domain: %s\n", i,
