@@ -873,6 +873,7 @@ static long run_ops(size_t size, size_t count, double stop_at, double hard_deadl
 	size_t posted = 0, slot;
 	unsigned spins = 0;
 	ssize_t ret;
+	double t_start = now();
 
 	while (posted < count) {
 		if (nfree && now() < stop_at) {
@@ -907,7 +908,11 @@ static long run_ops(size_t size, size_t count, double stop_at, double hard_deadl
 			return ret;
 		if (ret == 0 && (++spins & 255) == 0) {
 			if (now() > hard_deadline) {
-				errmsg("timed out waiting for %zu completions", outstanding);
+				double el = now() - t_start;
+				errmsg("timed out waiting for %zu completions (size %zu: %zu of %zu "
+				       "completed in %.1f s, %.3f MB/s)", outstanding, size,
+				       posted - outstanding, posted, el,
+				       (double)size * (posted - outstanding) / el / 1e6);
 				return -FI_ETIMEDOUT;
 			}
 			if ((spins & 4095) == 0)
