@@ -86,10 +86,6 @@ const void *mrl_addr_rail(const void *addr, int rail);
 
 /* ---- fi_info rails --------------------------------------------------- */
 
-struct mrl_rail_info {
-	struct fi_info *core;		/* owned */
-};
-
 int mrl_getinfo(uint32_t version, const char *node, const char *service,
 		uint64_t flags, const struct fi_info *hints,
 		struct fi_info **info);
@@ -279,6 +275,9 @@ int mrl_cq_write_err(struct mrl_cq *cq, void *context, uint64_t flags,
 int mrl_cq_attach(struct mrl_cq *cq, struct mrl_ep *ep);
 void mrl_cq_detach(struct mrl_cq *cq, struct mrl_ep *ep);
 
+/* Core counters of every endpoint bound to one counter (4 endpoints). */
+#define MRL_CNTR_MAX_CORE	(MRL_MAX_RAILS * 4)
+
 struct mrl_cntr {
 	struct fid_cntr cntr_fid;
 	struct mrl_domain *domain;
@@ -286,7 +285,7 @@ struct mrl_cntr {
 	struct mrl_ep *eps[16];
 	int neps;
 	/* remote events counted by the core, one counter per rail */
-	struct fid_cntr *core[MRL_MAX_RAILS];
+	struct fid_cntr *core[MRL_CNTR_MAX_CORE];
 	int ncore;
 	uint64_t core_base;
 };

@@ -61,7 +61,7 @@ int mrl_cntr_open_core(struct mrl_cntr *cntr, int rail,
 				     .wait_obj = FI_WAIT_NONE };
 	int ret;
 
-	if (cntr->ncore == MRL_MAX_RAILS * 4) {
+	if (cntr->ncore == MRL_CNTR_MAX_CORE) {
 		MRL_WARN(FI_LOG_CNTR, "too many rails on one counter\n");
 		return -FI_ENOSPC;
 	}
