@@ -8,6 +8,7 @@
  *
  *   rma_test [-o write|writev|writedata|read|all] [-S max_size] [-W window]
  *            [-R] (ask for FI_MR_RAW) [-n iterations of the writedata check]
+ *            [-A] (every rail must have carried RMA bytes by the end)
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS (set by the caller).
  */
 #include <errno.h>
@@ -27,6 +28,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_ext_multirail.h>
 
 #define POISON	0xA5
 #define SLACK	4096
@@ -47,6 +49,7 @@ static char *buf;
 static size_t buf_size;
 static uint64_t peer_addr, peer_key;
 static const char *role = "?";
+static struct fi_multirail_ep_ops *mrl_ops;	/* NULL over a bare core */
 
 static void die(const char *fmt, ...)
 {
@@ -166,6 +169,9 @@ static void setup(int raw)
 	CHK(fi_ep_bind(ep, &av->fid, 0));
 	CHK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
 	CHK(fi_enable(ep));
+	if (!getenv("MRL_TEST_PROV"))
+		CHK(fi_open_ops(&ep->fid, FI_MULTIRAIL_EP_OPS, 0,
+				(void **) &mrl_ops, NULL));
 	CHK(fi_getname(&ep->fid, name, &len));
 	xsend(name, len);
 	plen = xrecv(pname, sizeof(pname));
@@ -263,8 +269,46 @@ static size_t slot(const struct plan *p)
 	return (p->size + p->offset + 63) & ~(size_t) 63;
 }
 
+/* Core RMA ops posted so far (sum over rails), with per-rail bytes. */
+static uint64_t core_ops(uint64_t *rail_bytes, int *nrails)
+{
+	struct fi_multirail_rail_stats st;
+	uint64_t ops = 0;
+	int r, n;
+
+	n = mrl_ops->rail_count(ep);
+	for (r = 0; r < n; r++) {
+		CHK(mrl_ops->rail_stats(ep, r, &st));
+		ops += st.tx_ops;
+		if (rail_bytes)
+			rail_bytes[r] = st.tx_bytes;
+	}
+	if (nrails)
+		*nrails = n;
+	return ops;
+}
+
+/*
+ * No op may turn into more core ops than 4 KiB chunks plus its held-back
+ * final chunk: this caught chunks of one byte.
+ */
+static void check_core_ops(const struct plan *p, uint64_t before)
+{
+	uint64_t max = (uint64_t) p->window * (p->size / 4096 + 2);
+	uint64_t ops;
+
+	if (!mrl_ops)
+		return;
+	ops = core_ops(NULL, NULL) - before;
+	if (ops > max)
+		die("%s size %zu x %d: %lu core ops, at most %lu expected",
+		    op_name[p->op], p->size, p->window, (unsigned long) ops,
+		    (unsigned long) max);
+}
+
 static void initiator_case(const struct plan *p)
 {
+	uint64_t ops_before = mrl_ops ? core_ops(NULL, NULL) : 0;
 	char *seen = calloc(p->window, 1), ack;
 	int i;
 
@@ -320,6 +364,7 @@ static void initiator_case(const struct plan *p)
 			die("%s post: %zd", op_name[p->op], r);
 	}
 	wait_comps(p->window, seen, FI_RMA | (p->op == 3 ? FI_READ : FI_WRITE));
+	check_core_ops(p, ops_before);
 	if (p->op == 3) {
 		for (i = 0; i < p->window; i++) {
 			size_t bad = check(buf + i * slot(p) + p->offset,
@@ -468,8 +513,23 @@ static void run_target(void)
 	}
 }
 
+static void check_all_rails_used(void)
+{
+	uint64_t bytes[64] = { 0 };
+	int r, n;
+
+	if (!mrl_ops)
+		return;
+	core_ops(bytes, &n);
+	for (r = 0; r < n; r++) {
+		printf("rail %d: %lu bytes\n", r, (unsigned long) bytes[r]);
+		if (!bytes[r])
+			die("rail %d of %d carried no RMA bytes", r, n);
+	}
+}
+
 static void run_initiator(const int *ops, int nops, size_t max_size,
-			  int window, int iters)
+			  int window, int iters, int all_rails)
 {
 	static const size_t sizes[] = { 1, 7, 64, 4095, 4096, 65535, 65536,
 		65537, 262144 + 13, 1 << 20, (1 << 20) + 4097, 4 << 20,
@@ -500,6 +560,8 @@ static void run_initiator(const int *ops, int nops, size_t max_size,
 	}
 	memset(&p, 0, sizeof(p));
 	xsend(&p, sizeof(p));
+	if (all_rails)
+		check_all_rails_used();
 }
 
 static void teardown(void)
@@ -518,11 +580,11 @@ static void teardown(void)
 int main(int argc, char **argv)
 {
 	int ops[4] = { 0, 1, 2, 3 }, nops = 4, window = 16, raw = 0, c;
-	int iters = 1, sv[2], status;
+	int iters = 1, sv[2], status, all_rails = 0;
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:A")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -547,8 +609,11 @@ int main(int argc, char **argv)
 		case 'n':
 			iters = atoi(optarg);
 			break;
+		case 'A':
+			all_rails = 1;
+			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
@@ -565,7 +630,7 @@ int main(int argc, char **argv)
 	setup(raw);
 	exchange_keys(raw);
 	if (pid) {
-		run_initiator(ops, nops, max_size, window, iters);
+		run_initiator(ops, nops, max_size, window, iters, all_rails);
 		teardown();
 		if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
 		    WEXITSTATUS(status))

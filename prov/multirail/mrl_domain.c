@@ -116,10 +116,13 @@ static int open_rail(struct mrl_domain *dom, int i, const char *name)
 		return ret;
 	}
 	MRL_INFO(FI_LOG_DOMAIN, "rail %d (%s): progress %d/%d threading %d "
-		 "mr_mode 0x%lx\n", i, name, rail->info->domain_attr->control_progress,
+		 "mr_mode 0x%lx max_msg %zu inject %zu\n", i, name,
+		 rail->info->domain_attr->control_progress,
 		 rail->info->domain_attr->data_progress,
 		 rail->info->domain_attr->threading,
-		 (unsigned long) rail->info->domain_attr->mr_mode);
+		 (unsigned long) rail->info->domain_attr->mr_mode,
+		 rail->info->ep_attr->max_msg_size,
+		 rail->info->tx_attr->inject_size);
 	ret = fi_domain(rail->fabric, rail->info, &rail->domain, NULL);
 	if (ret)
 		MRL_WARN(FI_LOG_DOMAIN, "rail %d (%s): fi_domain: %s\n", i,

@@ -255,8 +255,9 @@ static uint32_t pick_rails(struct mrl_ep *ep, int nrails, size_t len,
 
 static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
-	size_t len = mrl_iov_len(a->iov, a->count), chunk = 1;
+	size_t len = mrl_iov_len(a->iov, a->count), chunk;
 	struct mrl_rma_req *req;
+	uint32_t rails;
 	struct rma_slot *slot;
 	struct mrl_peer *peer;
 	int nrails;
@@ -296,8 +297,9 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	req->op.peer = peer;
 	req->cq_flags = FI_RMA | (a->kind == MRL_OP_WRITE ? FI_WRITE : FI_READ);
 
-	mrl_op_prepare(&ep->engine, &req->op,
-		       pick_rails(ep, nrails, len, &chunk), chunk);
+	/* Two statements: argument evaluation order is unspecified. */
+	rails = pick_rails(ep, nrails, len, &chunk);
+	mrl_op_prepare(&ep->engine, &req->op, rails, chunk);
 	mrl_engine_submit(&ep->engine, &req->op);
 	return 0;
 }
