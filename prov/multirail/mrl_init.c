@@ -11,6 +11,7 @@
  *  - hints prov_name "tcp;ofi_rxm;multirail" (fabtests -p): libfabric asks
  *    only us; the part before ";multirail" is the core.
  */
+#define _GNU_SOURCE	/* strverscmp */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,14 +161,24 @@ static bool joined_has(const char *joined, const char *name)
 	return false;
 }
 
-/* Rail domain names: explicit (knob or hints), else every NIC but lo. */
-static int rail_names(const struct fi_info *all, const struct fi_info *first,
+static int cmp_names(const void *a, const void *b)
+{
+	return strverscmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+/*
+ * Rail domain names: explicit (knob or hints), else every NIC but lo, in
+ * natural order (eth2 before eth10) so that both peers number their rails
+ * alike and rail i meets rail i.  With FI_SOURCE the addressed NIC leads:
+ * a peer that knows only that address reaches our rail 0 there.
+ */
+static int rail_names(const struct fi_info *all, const struct fi_info *lead,
 		      const struct fi_info *hints, char ***names)
 {
+	const char *list[MRL_MAX_RAILS * 4], *explicit = NULL;
 	const struct fi_info *fi;
-	const char *explicit = NULL;
 	char buf[4096] = "";
-	size_t len = 0;
+	size_t len = 0, n = 0, i;
 	bool others = false;
 
 	if (hints && hints->domain_attr && hints->domain_attr->name)
@@ -179,21 +190,28 @@ static int rail_names(const struct fi_info *all, const struct fi_info *first,
 
 	for (fi = all; fi; fi = fi->next)
 		others |= strcmp(dom_name(fi), "lo") != 0;
-	if (first)
-		len = snprintf(buf, sizeof(buf), "%s", dom_name(first));
-	for (fi = all; fi && len < sizeof(buf) - 256; fi = fi->next) {
-		if ((others && !strcmp(dom_name(fi), "lo")) ||
-		    joined_has(buf, dom_name(fi)))
+	for (fi = all; fi && n < sizeof(list) / sizeof(list[0]); fi = fi->next) {
+		if (others && !strcmp(dom_name(fi), "lo"))
+			continue;
+		for (i = 0; i < n && strcmp(list[i], dom_name(fi)); i++)
+			;
+		if (i == n)
+			list[n++] = dom_name(fi);
+	}
+	qsort(list, n, sizeof(list[0]), cmp_names);
+	if (lead && !(others && !strcmp(dom_name(lead), "lo")))
+		len = snprintf(buf, sizeof(buf), "%s", dom_name(lead));
+	for (i = 0; i < n && len < sizeof(buf) - 256; i++) {
+		if (joined_has(buf, list[i]))
 			continue;
 		len += snprintf(buf + len, sizeof(buf) - len, "%s%s",
-				len ? "+" : "", dom_name(fi));
+				len ? "+" : "", list[i]);
 	}
 	if (!len)
 		return -FI_ENODATA;
 	return mrl_split_rails(buf, names);
 }
 
-/* Rails after the first on rail 0's NIC must not bind rail 0's port. */
 static void clear_port(void *addr, uint32_t format)
 {
 	if (format == FI_SOCKADDR_IN)
@@ -251,7 +269,8 @@ static int build_info(const struct fi_info *all, const struct fi_info *first,
 	uint32_t format;
 	int n = 0, i, ret, max = mrl_params.max_rails;
 
-	ret = rail_names(all, first, hints, &names);
+	ret = rail_names(all, (flags & FI_SOURCE) ? first : NULL, hints,
+			 &names);
 	if (ret)
 		return ret;
 	format = first ? first->addr_format : all->addr_format;
