@@ -43,6 +43,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_ext_multirail.h>
 
 #define DEFAULT_PORT	47592
 #define MAX_SIZES	64
@@ -821,6 +822,26 @@ static int hello(void)
 	return 0;
 }
 
+/* Per-rail traffic, when the provider is multirail (its fi_open_ops). */
+static void print_rail_stats(void)
+{
+	struct fi_multirail_ep_ops *ops;
+	struct fi_multirail_rail_stats st;
+	int r, n;
+
+	if (opt.quiet || !ep ||
+	    fi_open_ops(&ep->fid, FI_MULTIRAIL_EP_OPS, 0, (void **)&ops, NULL))
+		return;
+	n = ops->rail_count(ep);
+	for (r = 0; r < n; r++) {
+		if (ops->rail_stats(ep, r, &st))
+			continue;
+		printf("# rail %d %-12s %10" PRIu64 " chunks %14" PRIu64
+		       " bytes posted %14" PRIu64 " completed %" PRIu64 " errors\n",
+		       r, st.domain, st.tx_ops, st.tx_bytes, st.bytes_completed, st.errors);
+	}
+}
+
 static void cleanup(void)
 {
 	if (remote_key_mapped)
@@ -1344,6 +1365,8 @@ int main(int argc, char **argv)
 	}
 	if (other_events && !opt.quiet)
 		printf("# %zu unexpected completion(s) ignored\n", other_events);
+	if (!ret && is_client())
+		print_rail_stats();
 	cleanup();
 	return ret ? 1 : 0;
 }

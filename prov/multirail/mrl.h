@@ -196,6 +196,7 @@ void *mrl_desc_rail(void *desc, int rail);
 struct mrl_key_entry {
 	uint64_t key;
 	int state;			/* MRL_KEY_* */
+	uint64_t asked_ns;		/* PENDING: when we asked */
 	int nrails;
 	uint64_t keys[MRL_MAX_RAILS];
 	struct mrl_key_entry *next;
@@ -331,7 +332,9 @@ struct mrl_rma_req {
 
 struct mrl_ctrl_buf {
 	struct mrl_req_hdr hdr;		/* must stay first */
-	struct mrl_ctrl_buf *next_free;
+	struct mrl_ctrl_buf *next_free;	/* free list, or backlog order */
+	size_t len;			/* backlogged send: its length */
+	fi_addr_t dest;			/* and its rail-0 destination */
 	uint8_t data[MRL_CTRL_BUF_SIZE];
 };
 
@@ -373,6 +376,7 @@ struct mrl_ep {
 	struct mrl_ctrl_buf *ctrl_bufs;
 	struct fid_mr *ctrl_mr;
 	struct mrl_ctrl_buf *ctrl_tx_free;
+	struct mrl_ctrl_buf *ctrl_backlog, **ctrl_backlog_tail;
 	bool ctrl_enabled;
 	bool in_progress;
 };
@@ -397,6 +401,8 @@ int mrl_rma_init(struct mrl_ep *ep);
 void mrl_rma_fini(struct mrl_ep *ep);
 int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk);
 void mrl_rma_op_done(void *owner, struct mrl_op *op, int err);
+void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
+			  const struct mrl_key_entry *entry);
 
 /* ---- control channel ------------------------------------------------------ */
 
@@ -411,6 +417,7 @@ int mrl_ctrl_init(struct mrl_ep *ep);
 void mrl_ctrl_fini(struct mrl_ep *ep);
 void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len);
 void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
+void mrl_ctrl_progress(struct mrl_ep *ep);
 int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer);
 const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						struct mrl_peer *peer,

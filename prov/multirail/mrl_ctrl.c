@@ -7,13 +7,26 @@
  *   HELLO / HELLO_ACK   exchange full addresses (after a partial insert)
  *   KEY_REQ / KEY_RESP  the target's per-rail keys behind one of our keys
  * Nothing waits on these: until an answer comes, RMA uses rail 0 alone.
+ * A send the core refuses for now (-FI_EAGAIN: rxm is still connecting,
+ * say) waits in a backlog that progress drains in order, so no answer is
+ * lost; a question unanswered for MRL_KEY_REASK_NS is asked again.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mrl.h"
 
 #define MRL_CTRL_MAGIC	0x4d524c43u	/* "MRLC" */
+#define MRL_KEY_REASK_NS	1000000000ull
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
 
 struct mrl_ctrl_msg {
 	uint32_t magic;
@@ -80,6 +93,8 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 		ep->ctrl_bufs[i].next_free = ep->ctrl_tx_free;
 		ep->ctrl_tx_free = &ep->ctrl_bufs[i];
 	}
+	ep->ctrl_backlog = NULL;
+	ep->ctrl_backlog_tail = &ep->ctrl_backlog;
 	ep->ctrl_enabled = true;
 	return 0;
 }
@@ -101,6 +116,41 @@ void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	ep->ctrl_tx_free = buf;
 }
 
+static void backlog_add(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+{
+	buf->next_free = NULL;
+	*ep->ctrl_backlog_tail = buf;
+	ep->ctrl_backlog_tail = &buf->next_free;
+}
+
+static ssize_t post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+{
+	return fi_tsend(ep->rails[0].ep, buf->data, buf->len, ctrl_desc(ep),
+			buf->dest, MRL_CTRL_TAG, &buf->hdr);
+}
+
+/* Sends in order what the core refused before. */
+void mrl_ctrl_progress(struct mrl_ep *ep)
+{
+	struct mrl_ctrl_buf *buf;
+	ssize_t ret;
+
+	while ((buf = ep->ctrl_backlog)) {
+		ret = post_tx(ep, buf);
+		if (ret == -FI_EAGAIN)
+			return;
+		ep->ctrl_backlog = buf->next_free;
+		if (!ep->ctrl_backlog)
+			ep->ctrl_backlog_tail = &ep->ctrl_backlog;
+		if (ret) {
+			MRL_WARN(FI_LOG_EP_CTRL, "control send: %s\n",
+				 fi_strerror((int) -ret));
+			mrl_ctrl_tx_done(ep, buf);
+		}
+	}
+}
+
+/* 0 when sent or backlogged; -FI_EAGAIN only when every buffer is taken. */
 static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
 		     uint64_t key, int status, const uint64_t *keys,
 		     int nkeys)
@@ -108,13 +158,16 @@ static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
 	struct mrl_ctrl_buf *buf = ep->ctrl_tx_free;
 	struct mrl_ctrl_msg *msg;
 	size_t len;
-	int ret;
+	ssize_t ret;
 
 	if (!ep->ctrl_enabled)
 		return -FI_ENOSYS;
 	len = sizeof(*msg) + ep->namelen + nkeys * sizeof(uint64_t);
-	if (!buf || len > MRL_CTRL_BUF_SIZE)
+	if (len > MRL_CTRL_BUF_SIZE)
+		return -FI_EINVAL;
+	if (!buf)
 		return -FI_EAGAIN;
+	ep->ctrl_tx_free = buf->next_free;
 	msg = (struct mrl_ctrl_msg *) buf->data;
 	msg->magic = MRL_CTRL_MAGIC;
 	msg->type = type;
@@ -125,15 +178,24 @@ static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
 	msg->reserved = 0;
 	memcpy(msg->payload, ep->name, ep->namelen);
 	memcpy(msg->payload + ep->namelen, keys, nkeys * sizeof(uint64_t));
+	buf->len = len;
+	buf->dest = peer->core_addr[0];
 
-	ret = fi_tsend(ep->rails[0].ep, msg, len, ctrl_desc(ep),
-		       peer->core_addr[0], MRL_CTRL_TAG, &buf->hdr);
-	if (!ret)
-		ep->ctrl_tx_free = buf->next_free;
-	else if (ret != -FI_EAGAIN)
+	if (ep->ctrl_backlog) {
+		backlog_add(ep, buf);
+		return 0;
+	}
+	ret = post_tx(ep, buf);
+	if (ret == -FI_EAGAIN) {
+		backlog_add(ep, buf);
+		return 0;
+	}
+	if (ret) {
 		MRL_WARN(FI_LOG_EP_CTRL, "control send: %s\n",
-			 fi_strerror(-ret));
-	return ret;
+			 fi_strerror((int) -ret));
+		mrl_ctrl_tx_done(ep, buf);
+	}
+	return (int) ret;
 }
 
 int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer)
@@ -168,9 +230,19 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						uint64_t key)
 {
 	struct mrl_key_entry *e = find_key(peer, key), **b;
+	uint64_t t;
 
-	if (e || !ep->ctrl_enabled)
+	if (!ep->ctrl_enabled)
 		return e;
+	if (e) {
+		if (e->state != MRL_KEY_PENDING)
+			return e;
+		t = now_ns();
+		if (t - e->asked_ns > MRL_KEY_REASK_NS &&
+		    !send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key, 0, NULL, 0))
+			e->asked_ns = t;
+		return e;
+	}
 	if (peer->partial) {
 		mrl_ctrl_hello(ep, peer);
 		return NULL;
@@ -182,6 +254,7 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 		return NULL;
 	e->key = key;
 	e->state = MRL_KEY_PENDING;
+	e->asked_ns = now_ns();
 	b = bucket(peer, key);
 	e->next = *b;
 	*b = e;
@@ -203,7 +276,8 @@ static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key)
 		  keys, n);
 }
 
-static void take_keys(struct mrl_peer *peer, const struct mrl_ctrl_msg *msg)
+static void take_keys(struct mrl_ep *ep, struct mrl_peer *peer,
+		      const struct mrl_ctrl_msg *msg)
 {
 	struct mrl_key_entry *e = find_key(peer, msg->key);
 	const uint8_t *p = msg->payload + msg->addrlen;
@@ -219,6 +293,7 @@ static void take_keys(struct mrl_peer *peer, const struct mrl_ctrl_msg *msg)
 	for (r = 0; r < e->nrails; r++)
 		memcpy(&e->keys[r], p + r * sizeof(uint64_t), sizeof(uint64_t));
 	e->state = MRL_KEY_VALID;
+	mrl_rma_keys_learned(ep, peer, e);
 }
 
 static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
@@ -248,7 +323,7 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		answer_key(ep, peer, msg->key);
 		break;
 	case MRL_CTRL_KEY_RESP:
-		take_keys(peer, msg);
+		take_keys(ep, peer, msg);
 		break;
 	default:
 		MRL_WARN(FI_LOG_EP_CTRL, "control message type %d unknown\n",

@@ -149,6 +149,8 @@ void mrl_ep_progress(struct mrl_ep *ep)
 	ep->in_progress = true;
 	for (r = 0; r < ep->nrails; r++)
 		progress_rail(ep, r);
+	if (ep->ctrl_backlog)
+		mrl_ctrl_progress(ep);
 	mrl_engine_progress(&ep->engine);
 	ep->in_progress = false;
 }

@@ -42,6 +42,8 @@ static const struct mrl_engine_ops engine_ops = {
 /* Per-op rail keys live beside the request, in the same pool slot. */
 struct rma_slot {
 	struct mrl_rma_req req;
+	uint64_t key;			/* the user's key */
+	int key_rails;			/* rails keys[] covers */
 	uint64_t keys[MRL_MAX_RAILS];
 };
 
@@ -230,6 +232,20 @@ static int check_rma(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	return 0;
 }
 
+static uint32_t mask_of(int nrails)
+{
+	return nrails >= 32 ? ~0u : (1u << nrails) - 1;
+}
+
+/* Rails an op to peer may stripe over once the peer's keys are known. */
+static int stripe_rails(struct mrl_ep *ep, struct mrl_peer *peer, int known)
+{
+	if ((ep->domain->mr_mode & FI_MR_RAW) || peer->partial ||
+	    known > peer->nrails)
+		return known;	/* the raw key or the address decides */
+	return peer->nrails;
+}
+
 static uint32_t pick_rails(struct mrl_ep *ep, int nrails, size_t len,
 			   size_t *chunk)
 {
@@ -250,7 +266,7 @@ static uint32_t pick_rails(struct mrl_ep *ep, int nrails, size_t len,
 	*chunk = per_rail < ep->chunk_size ? per_rail : ep->chunk_size;
 	if (*chunk > ep->domain->core_max_msg)
 		*chunk = ep->domain->core_max_msg;
-	return nrails == 32 ? ~0u : (1u << nrails) - 1;
+	return mask_of(nrails);
 }
 
 static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
@@ -281,6 +297,8 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	nrails = resolve_keys(ep, peer, a->rma_iov->key, slot->keys);
 	if (nrails < 0)
 		return nrails;
+	slot->key = a->rma_iov->key;
+	slot->key_rails = nrails;
 	ep->rma_free = req->next_free;
 
 	memset(&req->op, 0, sizeof(req->op));
@@ -297,9 +315,15 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	req->op.peer = peer;
 	req->cq_flags = FI_RMA | (a->kind == MRL_OP_WRITE ? FI_WRITE : FI_READ);
 
-	/* Two statements: argument evaluation order is unspecified. */
-	rails = pick_rails(ep, nrails, len, &chunk);
-	mrl_op_prepare(&ep->engine, &req->op, rails, chunk);
+	/*
+	 * Chunk as if every common rail could be used.  Until the target's
+	 * other keys arrive only the rails we have keys for carry chunks;
+	 * mrl_rma_keys_learned then opens the rest to the chunks not yet
+	 * posted, so an op started early does not stay on one rail.
+	 */
+	rails = pick_rails(ep, stripe_rails(ep, peer, nrails), len, &chunk);
+	rails &= mask_of(nrails);
+	mrl_op_prepare(&ep->engine, &req->op, rails ? rails : 1u, chunk);
 	mrl_engine_submit(&ep->engine, &req->op);
 	return 0;
 }
@@ -472,3 +496,39 @@ struct fi_ops_rma mrl_rma_ops = {
 	.writedata = mrl_writedata,
 	.injectdata = mrl_inject_writedata,
 };
+
+struct keys_learned {
+	struct mrl_peer *peer;
+	const struct mrl_key_entry *entry;
+};
+
+static void widen_op(struct mrl_op *op, void *arg)
+{
+	const struct keys_learned *kl = arg;
+	struct rma_slot *slot = slot_of(op);
+	int r, n;
+
+	if (op->peer != kl->peer || slot->key != kl->entry->key)
+		return;
+	n = kl->entry->nrails < kl->peer->nrails ? kl->entry->nrails :
+						   kl->peer->nrails;
+	if (n <= slot->key_rails)
+		return;
+	for (r = 0; r < n; r++)
+		slot->keys[r] = kl->entry->keys[r];
+	slot->key_rails = n;
+	/* a striped op was cut for all rails; a single-rail op keeps its rail */
+	if (op->chunk_size < op->len)
+		op->rail_mask = mask_of(n);
+}
+
+/* The target's keys behind one of ours arrived: ops waiting may spread. */
+void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
+			  const struct mrl_key_entry *entry)
+{
+	struct keys_learned kl = { peer, entry };
+
+	MRL_DBG(FI_LOG_EP_DATA, "key 0x%lx reaches %d rail(s)\n",
+		(unsigned long) entry->key, entry->nrails);
+	mrl_engine_for_each_pending(&ep->engine, widen_op, &kl);
+}

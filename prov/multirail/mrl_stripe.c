@@ -225,6 +225,16 @@ void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
 		finish_op(eng, op);
 }
 
+void mrl_engine_for_each_pending(struct mrl_engine *eng,
+				 void (*fn)(struct mrl_op *op, void *arg),
+				 void *arg)
+{
+	struct mrl_list *cur;
+
+	for (cur = eng->pending.next; cur != &eng->pending; cur = cur->next)
+		fn(mrl_container_of(cur, struct mrl_op, link), arg);
+}
+
 bool mrl_engine_idle(const struct mrl_engine *eng)
 {
 	return mrl_list_empty(&eng->pending) && mrl_list_empty(&eng->active);

@@ -179,6 +179,14 @@ void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
 			   int err);
 bool mrl_engine_idle(const struct mrl_engine *eng);
 
+/*
+ * Call fn on every op that still has chunks to post (its rail_mask may be
+ * changed: later chunks then follow the new mask).
+ */
+void mrl_engine_for_each_pending(struct mrl_engine *eng,
+				 void (*fn)(struct mrl_op *op, void *arg),
+				 void *arg);
+
 /* Slice [off, off + len) of an iov array into out (at most MRL_IOV_LIMIT). */
 size_t mrl_iov_slice(const struct iovec *iov, void *const *desc, size_t count,
 		     uint64_t off, size_t len, struct iovec *out,
