@@ -300,6 +300,33 @@ static void test_adaptive(void)
 	mrl_engine_fini(&eng);
 }
 
+/* Busy means every rail of the mask has a chunk in flight. */
+static void test_rails_busy(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op a, b;
+	struct fake f;
+
+	setup(&eng, &f, 2, 4, 2 << 20);
+	CHECK(!mrl_engine_rails_busy(&eng, 0x3), "idle engine busy");
+	init_op(&a, 4096, 0);
+	mrl_op_prepare(&eng, &a, 0x3, 4096);
+	mrl_engine_submit(&eng, &a);
+	CHECK(!mrl_engine_rails_busy(&eng, 0x3), "one rail idle, yet busy");
+	CHECK(mrl_engine_rails_busy(&eng, 1u << f.posted[0]->rail),
+	      "the loaded rail alone not busy");
+	init_op(&b, 4096, 0);
+	mrl_op_prepare(&eng, &b, 0x3, 4096);
+	mrl_engine_submit(&eng, &b);
+	CHECK(f.posted[0]->rail != f.posted[1]->rail,
+	      "second whole op not on the idle rail");
+	CHECK(mrl_engine_rails_busy(&eng, 0x3), "both loaded, not busy");
+	drain(&eng, &f, 7);
+	CHECK(!mrl_engine_rails_busy(&eng, 0x3), "drained engine busy");
+	CHECK(f.done_calls == 2, "%d completions for 2 ops", f.done_calls);
+	mrl_engine_fini(&eng);
+}
+
 static void test_iov_slice(void)
 {
 	char a[10], b[20], c[30];
@@ -327,6 +354,7 @@ int main(void)
 	test_error_propagation();
 	test_eagain_queueing();
 	test_adaptive();
+	test_rails_busy();
 	test_iov_slice();
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;

@@ -34,6 +34,9 @@
  * in libfabric's include/ofi.h, the same bit in 1.17 through 2.x).
  */
 #define MRL_GETINFO_HIDDEN	(1ULL << 60)
+/* libfabric's OFI_CORE_PROV_ONLY: what utility providers ask their core
+ * with; it skips hidden providers. */
+#define MRL_GETINFO_CORE_ONLY	(1ULL << 59)
 
 /* Tags with this bit set are the provider's control messages. */
 #define MRL_CTRL_TAG	(1ULL << 63)

@@ -118,6 +118,9 @@ struct fi_info *mrl_core_hints(const struct fi_info *hints,
 	ch->tx_attr->inject_size = 0;
 	ch->ep_attr->max_msg_size = 0;
 	ch->ep_attr->mem_tag_format = 0;
+	/* ours (MRL protocol version 1) mean nothing to the core */
+	ch->ep_attr->protocol = FI_PROTO_UNSPEC;
+	ch->ep_attr->protocol_version = 0;
 	ch->domain_attr->mr_mode = hints && hints->domain_attr->mr_mode ?
 		(hints->domain_attr->mr_mode & MRL_MR_MODES & ~FI_MR_RAW) :
 		(MRL_MR_MODES & ~FI_MR_RAW & ~FI_MR_HMEM);
@@ -253,10 +256,16 @@ int mrl_core_getinfo_rail(uint32_t version, const char *core_name,
 			 domain_name, core_name, fi_strerror(-ret));
 		return ret;
 	}
-	for (fi = list; fi && fi->domain_attr &&
-	     strcmp(fi->domain_attr->name, domain_name); fi = fi->next)
-		;
+	/* exactly our core: naming "net" also lists "net;ofi_rxm" */
+	for (fi = list; fi; fi = fi->next) {
+		if (!strcmp(fi->domain_attr->name, domain_name) &&
+		    !strcmp(fi->fabric_attr->prov_name, core_name))
+			break;
+	}
 	if (!fi) {
+		MRL_WARN(FI_LOG_DOMAIN, "rail %s: core %s has no such domain "
+			 "(first found: %s %s)\n", domain_name, core_name,
+			 list->fabric_attr->prov_name, list->domain_attr->name);
 		fi_freeinfo(list);
 		return -FI_ENODATA;
 	}

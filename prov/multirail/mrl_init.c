@@ -98,19 +98,34 @@ static const char *dom_name(const struct fi_info *fi)
 	       fi->domain_attr->name : "";
 }
 
-/* With no core named, take the provider of the best (first) RMA entry. */
+/*
+ * Keep the entries of one core provider: the one named exactly, else the
+ * provider of the best (first) entry ("tcp" asked gives "tcp;ofi_rxm").
+ * *core_name becomes that exact name, which the rails open with later.
+ */
 static int filter_core(struct fi_info **list, char **core_name)
 {
 	struct fi_info *fi, *keep = NULL, **tail = &keep, *next;
-	const char *want = NULL;
+	char *want = NULL;
 
+	for (fi = *list; fi && !want; fi = fi->next) {
+		if (*core_name && !strcmp(fi->fabric_attr->prov_name,
+					  *core_name))
+			want = *core_name;
+	}
+	for (fi = *list; fi && !want; fi = fi->next) {
+		if (!is_ours(fi))
+			want = fi->fabric_attr->prov_name;
+	}
+	if (!want)
+		return -FI_ENODATA;
+	want = strdup(want);
+	if (!want)
+		return -FI_ENOMEM;
 	for (fi = *list; fi; fi = next) {
 		next = fi->next;
 		fi->next = NULL;
-		if (!is_ours(fi) && (!want ||
-		    !strcmp(want, fi->fabric_attr->prov_name))) {
-			if (!want)
-				want = fi->fabric_attr->prov_name;
+		if (!strcmp(want, fi->fabric_attr->prov_name)) {
 			*tail = fi;
 			tail = &fi->next;
 		} else {
@@ -118,11 +133,9 @@ static int filter_core(struct fi_info **list, char **core_name)
 		}
 	}
 	*list = keep;
-	if (!keep)
-		return -FI_ENODATA;
-	if (!*core_name)
-		*core_name = strdup(keep->fabric_attr->prov_name);
-	return *core_name ? 0 : -FI_ENOMEM;
+	free(*core_name);
+	*core_name = want;
+	return 0;
 }
 
 static int core_getinfo(uint32_t version, const char *node,
@@ -136,6 +149,86 @@ static int core_getinfo(uint32_t version, const char *node,
 			 core_hints, out);
 	mrl_in_getinfo--;
 	return ret;
+}
+
+/*
+ * Under FI_PROVIDER="multirail;tcp" (or "multirail") libfabric hides the
+ * core providers; we reach them with MRL_GETINFO_HIDDEN, but a utility
+ * provider such as ofi_rxm looks its own core up again when its fabric
+ * and domain open, without that flag (1.17: util_attr.c), and fails.  So
+ * a layered core whose base is hidden cannot carry rails.
+ */
+static bool layered_core_hidden(uint32_t version, const char *core_name)
+{
+	struct fi_info *hints, *found = NULL;
+	const char *semi = strchr(core_name, ';');
+	int ret;
+
+	if (!semi)
+		return false;
+	hints = fi_allocinfo();
+	if (!hints)
+		return false;
+	hints->fabric_attr->prov_name = strndup(core_name, semi - core_name);
+	mrl_in_getinfo++;
+	ret = fi_getinfo(version, NULL, NULL, MRL_GETINFO_CORE_ONLY, hints,
+			 &found);
+	mrl_in_getinfo--;
+	fi_freeinfo(found);
+	fi_freeinfo(hints);
+	return ret == -FI_ENODATA;
+}
+
+/* A core that gives RDM itself in place of "<base>;ofi_rxm". */
+static const char *native_alternative(const char *core_name)
+{
+	/* libfabric 1.16-1.17: "net" is the tcp provider's own RDM */
+	if (!strncmp(core_name, "tcp;", 4))
+		return "net";
+	return NULL;
+}
+
+/*
+ * Swap a layered core that cannot open for a native one; the caller's
+ * list and name are replaced.  Returns 0 when nothing needed doing.
+ */
+static int avoid_hidden_layering(uint32_t version, struct fi_info *core_hints,
+				 struct fi_info **all, char **core_name)
+{
+	const char *found = (*all)->fabric_attr->prov_name;
+	const char *alt = native_alternative(found);
+	struct fi_info *alt_all = NULL;
+	char *saved = core_hints->fabric_attr->prov_name, *alt_name;
+	int ret;
+
+	if (!layered_core_hidden(version, found))
+		return 0;
+	if (!alt) {
+		MRL_WARN(FI_LOG_CORE, "core %s sits on a provider that "
+			 "FI_PROVIDER hides, so it cannot open; name it with "
+			 "fi_getinfo hints (\"%s;multirail\") instead\n",
+			 found, found);
+		return 0;
+	}
+	alt_name = strdup(alt);
+	core_hints->fabric_attr->prov_name = alt_name;
+	ret = core_getinfo(version, NULL, NULL, 0, core_hints, &alt_all);
+	core_hints->fabric_attr->prov_name = saved;
+	if (!ret)
+		ret = filter_core(&alt_all, &alt_name);
+	if (ret || strcmp(alt_name, alt)) {
+		fi_freeinfo(alt_all);
+		free(alt_name);
+		return 0;
+	}
+	MRL_INFO(FI_LOG_CORE, "core %s cannot open while FI_PROVIDER hides "
+		 "its base; using %s, the same transport without the "
+		 "layer\n", found, alt);
+	fi_freeinfo(*all);
+	*all = alt_all;
+	free(*core_name);
+	*core_name = alt_name;
+	return 0;
 }
 
 static const struct fi_info *find_domain(const struct fi_info *list,
@@ -361,6 +454,9 @@ int mrl_getinfo(uint32_t version, const char *node, const char *service,
 	ret = core_getinfo(version, NULL, NULL, 0, core_hints, &all);
 	if (!ret)
 		ret = filter_core(&all, &core_name);
+	if (!ret)
+		ret = avoid_hidden_layering(version, core_hints, &all,
+					    &core_name);
 	if (ret) {
 		MRL_INFO(FI_LOG_CORE, "no RDM+RMA core provider found (%s)\n",
 			 core_name ? core_name : "any");
@@ -371,6 +467,8 @@ int mrl_getinfo(uint32_t version, const char *node, const char *service,
 		core_hints->fabric_attr->prov_name = strdup(core_name);
 		ret = core_getinfo(version, node, service, flags, core_hints,
 				   &addressed);
+		if (!ret)
+			ret = filter_core(&addressed, &core_name);
 		if (ret)
 			goto out;
 	}

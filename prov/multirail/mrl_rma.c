@@ -260,6 +260,18 @@ static uint32_t pick_rails(struct mrl_ep *ep, int nrails, size_t len,
 			 ep->domain->core_max_msg : (len ? len : 1);
 		return 1u << rail;
 	}
+	/*
+	 * A mid-size op while every rail is busy goes whole to the rail that
+	 * drains first: cutting it would add per-chunk cost and no rail
+	 * would sit idle anyway.  Idle rails, or ops of a chunk per rail or
+	 * more, are split.
+	 */
+	if (policy == MRL_POLICY_AUTO && len < nrails * ep->chunk_size &&
+	    mrl_engine_rails_busy(&ep->engine, mask_of(nrails))) {
+		*chunk = len > ep->domain->core_max_msg ?
+			 ep->domain->core_max_msg : len;
+		return mask_of(nrails);
+	}
 	/* Enough chunks that every rail gets some, none over chunk_size. */
 	per_rail = (len + nrails - 1) / nrails;
 	per_rail = (per_rail + 4095) & ~(size_t) 4095;

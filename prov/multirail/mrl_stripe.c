@@ -235,6 +235,17 @@ void mrl_engine_for_each_pending(struct mrl_engine *eng,
 		fn(mrl_container_of(cur, struct mrl_op, link), arg);
 }
 
+bool mrl_engine_rails_busy(const struct mrl_engine *eng, uint32_t mask)
+{
+	int r;
+
+	for (r = 0; r < eng->nrails; r++) {
+		if ((mask & (1u << r)) && !eng->rail[r].inflight)
+			return false;
+	}
+	return true;
+}
+
 bool mrl_engine_idle(const struct mrl_engine *eng)
 {
 	return mrl_list_empty(&eng->pending) && mrl_list_empty(&eng->active);

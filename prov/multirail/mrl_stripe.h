@@ -179,6 +179,9 @@ void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
 			   int err);
 bool mrl_engine_idle(const struct mrl_engine *eng);
 
+/* True when every rail of mask already has a chunk in flight. */
+bool mrl_engine_rails_busy(const struct mrl_engine *eng, uint32_t mask);
+
 /*
  * Call fn on every op that still has chunks to post (its rail_mask may be
  * changed: later chunks then follow the new mask).
