@@ -10,8 +10,9 @@ run() {
 	timeout 300 ./test/rma_test "$@"
 }
 for rails in lo lo,lo lo,lo,lo,lo; do
-	# default knobs: up to 16 MiB, so large ops are striped in 256 KiB chunks
-	FI_MULTIRAIL_RAILS=$rails run -o all -S 16777215 -W 8
+	# default knobs: large ops are striped in 256 KiB chunks; 64 MiB on 4
+	max=16777215; [ "$rails" = lo,lo,lo,lo ] && max=67108864
+	FI_MULTIRAIL_RAILS=$rails run -o all -S $max -W 8
 	# force striping of small ops so every path is exercised
 	all=; [ "$rails" = lo ] || all=-A
 	FI_MULTIRAIL_RAILS=$rails FI_MULTIRAIL_STRIPE_MIN=2048 \

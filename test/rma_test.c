@@ -9,9 +9,14 @@
  *   rma_test [-o write|writev|writedata|read|all] [-S max_size] [-W window]
  *            [-R] (ask for FI_MR_RAW) [-n iterations of the writedata check]
  *            [-A] (every rail must have carried RMA bytes by the end)
+ *            [-N ns_init,ns_target] (each side enters that network
+ *            namespace, e.g. the emulated testbed's, after the fork)
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS (set by the caller).
  */
+#define _GNU_SOURCE	/* setns */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -564,6 +569,26 @@ static void run_initiator(const int *ops, int nops, size_t max_size,
 		check_all_rails_used();
 }
 
+/* The socketpair stays connected; libfabric sees the namespace's NICs. */
+static void enter_netns(const char *pair, int target)
+{
+	char name[256], path[300];
+	const char *comma = strchr(pair, ',');
+	int fd;
+
+	if (!comma)
+		die("-N wants ns_initiator,ns_target");
+	if (target)
+		snprintf(name, sizeof(name), "%s", comma + 1);
+	else
+		snprintf(name, sizeof(name), "%.*s", (int) (comma - pair), pair);
+	snprintf(path, sizeof(path), "/var/run/netns/%s", name);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || setns(fd, CLONE_NEWNET))
+		die("enter network namespace %s: %s", name, strerror(errno));
+	close(fd);
+}
+
 static void teardown(void)
 {
 	fi_close(&ep->fid);
@@ -581,10 +606,11 @@ int main(int argc, char **argv)
 {
 	int ops[4] = { 0, 1, 2, 3 }, nops = 4, window = 16, raw = 0, c;
 	int iters = 1, sv[2], status, all_rails = 0;
+	char *netns = NULL;
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:A")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -612,8 +638,11 @@ int main(int argc, char **argv)
 		case 'A':
 			all_rails = 1;
 			break;
+		case 'N':
+			netns = optarg;
+			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
@@ -626,6 +655,8 @@ int main(int argc, char **argv)
 		die("fork");
 	sock = pid ? sv[0] : sv[1];
 	role = pid ? "initiator" : "target";
+	if (netns)
+		enter_netns(netns, !pid);
 	alarm(600);
 	setup(raw);
 	exchange_keys(raw);

@@ -1,0 +1,23 @@
+#!/bin/sh
+# fi_writedata ordering on rails of very different speeds: the emulated
+# testbed (fabtests-ext/scripts/testbed) with two rails at 1000 and two at
+# 50 Mbit/s, initiator and target in its two namespaces, ops forced into
+# 64 KiB chunks so every op crosses fast and slow rails.  The target checks
+# every byte of an op at the moment it reads that op's CQ entry, for many
+# iterations.  Needs root and network namespaces; skipped (77) without.
+export FI_PROVIDER_PATH="$(pwd)/.libs"
+unset FI_PROVIDER FI_MULTIRAIL_RAILS
+TB="${srcdir:-.}/fabtests-ext/scripts/testbed"
+
+"$TB" up 4 1000,1000,50,50 >testbed-order.log 2>&1
+case $? in
+0) ;;
+2) echo "SKIP: no emulated testbed here (root and netns needed)"; exit 77 ;;
+*) cat testbed-order.log; "$TB" down >/dev/null 2>&1; exit 1 ;;
+esac
+trap '"$TB" down >/dev/null 2>&1' EXIT INT TERM
+
+echo "== writedata over 1000,1000,50,50 Mbit/s rails"
+FI_MULTIRAIL_STRIPE_MIN=4096 FI_MULTIRAIL_CHUNK_SIZE=65536 \
+	timeout 300 ./test/rma_test -N mrl_a,mrl_b -o writedata -S 4194304 \
+	-W 4 -n 30 -A
