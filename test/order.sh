@@ -1,6 +1,7 @@
 #!/bin/sh
-# fi_writedata ordering on rails of very different speeds: the emulated
-# testbed (fabtests-ext/scripts/testbed) with two rails at 1000 and two at
+# Ordering on rails of very different speeds: fi_writedata's CQ data after
+# its bytes, and a message sent after writes completed after their bytes.
+# The emulated testbed (fabtests-ext/scripts/testbed) with two rails at 1000 and two at
 # 50 Mbit/s, initiator and target in its two namespaces, ops forced into
 # 64 KiB chunks so every op crosses fast and slow rails.  The target checks
 # every byte of an op at the moment it reads that op's CQ entry, for many
@@ -21,4 +22,9 @@ trap '"$TB" down >/dev/null 2>&1' EXIT INT TERM
 echo "== writedata over 1000,1000,50,50 Mbit/s rails"
 FI_MULTIRAIL_STRIPE_MIN=4096 FI_MULTIRAIL_CHUNK_SIZE=65536 \
 	timeout 300 ./test/rma_test -N mrl_a,mrl_b -o writedata -S 4194304 \
-	-W 4 -n 30 -A
+	-W 4 -n 30 -A || exit 1
+# write, complete, then send: the target checks the bytes when the message
+# arrives, which rail 0 carries ahead of the slow rails unless fenced
+echo "== write then send over 1000,1000,50,50 Mbit/s rails"
+FI_MULTIRAIL_STRIPE_MIN=4096 FI_MULTIRAIL_CHUNK_SIZE=65536 \
+	timeout 300 ./test/rma_test -N mrl_a,mrl_b -o write -S 4194304 -W 4 -A

@@ -259,6 +259,7 @@ static void wait_comps(int n, char *seen, uint64_t want_flags)
 
 static void wait_oob_progressing(void);
 static void wait_ctx(void *ctx, ssize_t posted);
+static ssize_t send_retrying(void *p, size_t len, void *ctx);
 
 struct plan {
 	int op;		/* 0 write 1 writev 2 writedata 3 read */
@@ -380,7 +381,7 @@ static void initiator_case(const struct plan *p)
 		}
 	}
 	/* Sync through the provider, as applications do: send after RMA. */
-	wait_ctx(&sctx, fi_send(ep, cbuf, 1, fi_mr_desc(cmr), peer, &sctx));
+	wait_ctx(&sctx, send_retrying(cbuf, 1, &sctx));
 	xsend("d", 1);
 	wait_oob_progressing();
 	if (xrecv(&ack, 1) != 1 || ack != 'k')
@@ -398,6 +399,21 @@ static void wait_oob_progressing(void)
 		if (now() > end)
 			die("timeout waiting for the peer");
 	}
+}
+
+/*
+ * fi_send, retried while the provider says -FI_EAGAIN (multirail does
+ * until the writes on its other rails have landed), progressing meanwhile.
+ */
+static ssize_t send_retrying(void *p, size_t len, void *ctx)
+{
+	double end = now() + TIMEOUT_S;
+	ssize_t r;
+
+	while ((r = fi_send(ep, p, len, fi_mr_desc(cmr), peer, ctx)) ==
+	       -FI_EAGAIN && now() < end)
+		fi_cq_read(cq, NULL, 0);
+	return r;
 }
 
 /* Wait for the completion of one message op posted with ctx. */

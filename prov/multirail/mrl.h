@@ -208,7 +208,30 @@ enum { MRL_KEY_PENDING = 1, MRL_KEY_VALID, MRL_KEY_INVALID };
 
 #define MRL_KEY_BUCKETS	64
 
+/* A zero-byte delivery-complete write that flushes one rail (mrl_fence.c). */
+struct mrl_fence {
+	struct mrl_req_hdr hdr;		/* must stay first */
+	struct mrl_peer *peer;
+	int rail;
+};
+
+/*
+ * Writes on rails other than rail 0 that may not have landed yet, per
+ * peer, so that a message to that peer (on rail 0) can wait for them.
+ * One endpoint owns this state; another endpoint's writes to the peer are
+ * posted delivery-complete instead.
+ */
+struct mrl_peer_fence {
+	struct mrl_ep *owner;
+	uint32_t dirty;			/* rails written since their last fence */
+	uint32_t inflight;		/* rails with a fence posted */
+	uint64_t addr[MRL_MAX_RAILS];	/* a target of the last write there */
+	uint64_t key[MRL_MAX_RAILS];
+	struct mrl_fence req[MRL_MAX_RAILS];
+};
+
 struct mrl_peer {
+	struct mrl_peer_fence fence;
 	int nrails;			/* rails of the peer we can reach */
 	int peer_nrails;		/* rails the peer has */
 	bool partial;			/* full address not learned yet */
@@ -421,6 +444,13 @@ void mrl_ctrl_fini(struct mrl_ep *ep);
 void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len);
 void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
 void mrl_ctrl_progress(struct mrl_ep *ep);
+
+bool mrl_fence_write_posted(struct mrl_ep *ep, struct mrl_peer *peer,
+			    int rail, uint64_t addr, uint64_t key);
+bool mrl_fence_owned_elsewhere(struct mrl_ep *ep, struct mrl_peer *peer);
+int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer);
+void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err);
+void mrl_fence_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
 int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer);
 const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						struct mrl_peer *peer,

@@ -94,6 +94,9 @@ static void dispatch(struct mrl_ep *ep, int rail,
 	case MRL_REQ_CTRL_TX:
 		mrl_ctrl_tx_done(ep, (struct mrl_ctrl_buf *) hdr);
 		break;
+	case MRL_REQ_FENCE:
+		mrl_fence_done(ep, (struct mrl_fence *) hdr, err);
+		break;
 	default:
 		MRL_WARN(FI_LOG_EP_DATA, "rail %d: completion with unknown "
 			 "context %p\n", rail, (void *) hdr);
@@ -573,8 +576,11 @@ static int mrl_ep_close(struct fid *fid)
 	for (i = 0; i < 6; i++)
 		if (cntrs[i])
 			mrl_cntr_detach(cntrs[i], ep);
-	if (ep->av)
+	if (ep->av) {
+		for (i = 0; i < (int) ep->av->nall; i++)
+			mrl_fence_forget_ep(ep, ep->av->all[i]);
 		ep->av->ep = NULL;
+	}
 	mrl_unlock(ep->domain);
 
 	/* Core endpoints first: they may still hold our buffers. */

@@ -54,7 +54,7 @@ static int check_args(struct mrl_ep *ep, const struct msg_args *a)
 }
 
 static int core_addr(struct mrl_ep *ep, fi_addr_t addr, bool tx,
-		     fi_addr_t *out)
+		     fi_addr_t *out, struct mrl_peer **peer_out)
 {
 	struct mrl_peer *peer;
 
@@ -69,13 +69,30 @@ static int core_addr(struct mrl_ep *ep, fi_addr_t addr, bool tx,
 		return -FI_EINVAL;
 	}
 	*out = peer->core_addr[0];
+	if (peer_out)
+		*peer_out = peer;
 	return 0;
+}
+
+/*
+ * A send waits for the user's writes still travelling on other rails to
+ * the same peer (mrl_fence.c), so "write, complete, send" keeps its
+ * meaning across rails.
+ */
+static int fence(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	int ret = peer ? mrl_fence_before_send(ep, peer) : 0;
+
+	if (ret == -FI_EAGAIN)
+		mrl_ep_progress(ep);
+	return ret;
 }
 
 static ssize_t post(struct mrl_ep *ep, const struct msg_args *a)
 {
 	struct fid_ep *core = ep->rails[0].ep;
 	void *desc[MRL_IOV_LIMIT];
+	struct mrl_peer *peer = NULL;
 	struct mrl_msg_req *req;
 	fi_addr_t caddr;
 	uint64_t flags;
@@ -85,7 +102,9 @@ static ssize_t post(struct mrl_ep *ep, const struct msg_args *a)
 	mrl_lock(ep->domain);
 	ret = check_args(ep, a);
 	if (!ret)
-		ret = core_addr(ep, a->addr, a->tx, &caddr);
+		ret = core_addr(ep, a->addr, a->tx, &caddr, &peer);
+	if (!ret && a->tx)
+		ret = fence(ep, peer);
 	if (ret)
 		goto out;
 	req = mrl_msg_req_get(ep);
@@ -250,6 +269,7 @@ static ssize_t inject(struct fid_ep *ep_fid, const void *buf, size_t len,
 {
 	struct mrl_ep *ep = to_ep(ep_fid);
 	struct fid_ep *core = ep->rails[0].ep;
+	struct mrl_peer *peer = NULL;
 	fi_addr_t caddr;
 	ssize_t ret;
 
@@ -263,8 +283,10 @@ static ssize_t inject(struct fid_ep *ep_fid, const void *buf, size_t len,
 		return -FI_EINVAL;
 	}
 	mrl_lock(ep->domain);
-	ret = ep->enabled ? core_addr(ep, dest, true, &caddr) :
+	ret = ep->enabled ? core_addr(ep, dest, true, &caddr, &peer) :
 	      -FI_EOPBADSTATE;
+	if (!ret)
+		ret = fence(ep, peer);
 	if (ret)
 		goto out;
 	switch (kind) {

@@ -2,11 +2,11 @@
  * Striped RMA: each user operation becomes an engine op (mrl_stripe.c), and
  * each of its chunks a core RMA on one rail.
  *
- * Completion semantics.  A chunk on a rail other than rail 0 is posted with
- * FI_DELIVERY_COMPLETE, so when the user sees the op complete, every byte is
- * visible at the target even though a message the user sends next (on rail
- * 0, ordered after rail 0's chunks by the core) could overtake the other
- * rails.  For fi_writedata, the engine holds back a final chunk carrying the
+ * Completion semantics.  A write completes when the core completed all its
+ * chunks, with the core's own semantics.  A message the user sends next
+ * goes on rail 0 and could overtake chunks still travelling on the other
+ * rails: mrl_fence.c makes such a send wait until those rails are flushed.
+ * For fi_writedata, the engine holds back a final chunk carrying the
  * CQ data until every other chunk completed, and those are all posted with
  * FI_DELIVERY_COMPLETE: so the target's CQ entry, raised by the final
  * chunk, cannot appear before any byte of the op has landed.
@@ -92,7 +92,13 @@ void mrl_rma_fini(struct mrl_ep *ep)
 	ep->rma_reqs = NULL;
 }
 
-static bool needs_delivery(const struct mrl_chunk *chunk)
+/*
+ * Which chunks must complete only once their bytes are at the target:
+ * writedata's body (the CQ data follows it), chunks the user asked that
+ * of, and chunks off rail 0 when mrl_fence.c cannot track them.  Other
+ * write chunks off rail 0 are tracked and fenced before a send.
+ */
+static bool needs_delivery(struct mrl_ep *ep, const struct mrl_chunk *chunk)
 {
 	const struct mrl_op *op = chunk->op;
 	bool held_back = (op->flags & FI_REMOTE_CQ_DATA) &&
@@ -100,7 +106,9 @@ static bool needs_delivery(const struct mrl_chunk *chunk)
 
 	if (op->kind != MRL_OP_WRITE)
 		return false;
-	return chunk->rail != 0 || (held_back && !chunk->final);
+	if ((op->flags & FI_DELIVERY_COMPLETE) || (held_back && !chunk->final))
+		return true;
+	return chunk->rail != 0 && mrl_fence_owned_elsewhere(ep, op->peer);
 }
 
 int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
@@ -131,7 +139,7 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 		desc[i] = mrl_desc_rail(desc[i], chunk->rail);
 	if (chunk->final && (op->flags & FI_REMOTE_CQ_DATA))
 		flags |= FI_REMOTE_CQ_DATA;
-	if (needs_delivery(chunk))
+	if (needs_delivery(ep, chunk))
 		flags |= FI_DELIVERY_COMPLETE;
 
 	ret = op->kind == MRL_OP_WRITE ? fi_writemsg(core, &msg, flags) :
@@ -139,6 +147,10 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 	if (!ret) {
 		ep->rails[chunk->rail].tx_ops++;
 		ep->rails[chunk->rail].tx_bytes += chunk->len;
+		if (chunk->rail && op->kind == MRL_OP_WRITE &&
+		    !(flags & FI_DELIVERY_COMPLETE))
+			mrl_fence_write_posted(ep, peer, chunk->rail, rma.addr,
+					       rma.key);
 	} else if (ret != -FI_EAGAIN) {
 		MRL_WARN(FI_LOG_EP_DATA, "rail %d: core %s failed: %s\n",
 			 chunk->rail, op->kind == MRL_OP_WRITE ? "write" :

@@ -67,6 +67,7 @@ enum mrl_req_kind {
 	MRL_REQ_MSG,
 	MRL_REQ_CTRL_RX,
 	MRL_REQ_CTRL_TX,
+	MRL_REQ_FENCE,
 };
 
 struct mrl_req_hdr {

@@ -1,0 +1,107 @@
+/*
+ * Send-after-write fences.
+ *
+ * Applications write, wait for the writes' completions, and then send a
+ * message saying "done".  Over one core connection the message cannot
+ * overtake the writes; over several rails it can: the message goes on
+ * rail 0, the writes went on every rail.  Instead of making every chunk
+ * on rails 1..n delivery-complete (a round trip per chunk, which a small
+ * window cannot hide), writes complete as the core completes them, each
+ * rail written to a peer is marked dirty, and a send to that peer first
+ * flushes the dirty rails: a zero-byte FI_DELIVERY_COMPLETE write behind
+ * the data on each (the core keeps one rail's operations to a peer in
+ * order), and the send answers -FI_EAGAIN until they completed.
+ *
+ * Writes with CQ data do not rely on this: their body chunks are
+ * delivery-complete (mrl_rma.c).
+ */
+#include "mrl.h"
+
+static uint32_t bit(int rail)
+{
+	return 1u << rail;
+}
+
+bool mrl_fence_owned_elsewhere(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	return peer->fence.owner && peer->fence.owner != ep;
+}
+
+/* A write chunk without delivery completion went out on rail. */
+bool mrl_fence_write_posted(struct mrl_ep *ep, struct mrl_peer *peer,
+			    int rail, uint64_t addr, uint64_t key)
+{
+	struct mrl_peer_fence *f = &peer->fence;
+
+	if (mrl_fence_owned_elsewhere(ep, peer))
+		return false;
+	f->owner = ep;
+	f->dirty |= bit(rail);
+	f->addr[rail] = addr;
+	f->key[rail] = key;
+	return true;
+}
+
+static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+{
+	struct mrl_peer_fence *f = &peer->fence;
+	struct mrl_fence *req = &f->req[rail];
+	struct fi_rma_iov rma = { .addr = f->addr[rail], .len = 0,
+				  .key = f->key[rail] };
+	struct fi_msg_rma msg = {
+		.msg_iov = NULL, .desc = NULL, .iov_count = 0,
+		.addr = peer->core_addr[rail], .rma_iov = &rma,
+		.rma_iov_count = 1, .context = &req->hdr,
+	};
+	ssize_t ret;
+
+	req->hdr.kind = MRL_REQ_FENCE;
+	req->peer = peer;
+	req->rail = rail;
+	ret = fi_writemsg(ep->rails[rail].ep, &msg,
+			  FI_COMPLETION | FI_DELIVERY_COMPLETE);
+	if (!ret) {
+		f->dirty &= ~bit(rail);
+		f->inflight |= bit(rail);
+	} else if (ret != -FI_EAGAIN) {
+		/* the core cannot flush: the send goes on unordered */
+		MRL_WARN(FI_LOG_EP_DATA, "rail %d: fence write: %s\n", rail,
+			 fi_strerror((int) -ret));
+		f->dirty &= ~bit(rail);
+	}
+	return (int) ret;
+}
+
+/*
+ * 0: nothing of ep's is in flight on other rails to peer, send now.
+ * -FI_EAGAIN: fences are posted or in flight; progress and retry.
+ */
+int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	struct mrl_peer_fence *f = &peer->fence;
+	int rail;
+
+	if (f->owner != ep || !(f->dirty | f->inflight))
+		return 0;
+	for (rail = 1; rail < ep->nrails; rail++) {
+		if ((f->dirty & bit(rail)) && !(f->inflight & bit(rail)))
+			post_fence(ep, peer, rail);
+	}
+	return (f->dirty | f->inflight) ? -FI_EAGAIN : 0;
+}
+
+void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err)
+{
+	if (err)
+		MRL_WARN(FI_LOG_EP_DATA, "rail %d: fence failed: %s\n",
+			 fence->rail, fi_strerror(-err));
+	fence->peer->fence.inflight &= ~bit(fence->rail);
+	(void) ep;
+}
+
+/* ep is closing: its fences were flushed or cancelled with its rails. */
+void mrl_fence_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	if (peer->fence.owner == ep)
+		memset(&peer->fence, 0, sizeof(peer->fence));
+}
