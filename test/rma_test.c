@@ -11,6 +11,8 @@
  *            [-A] (every rail must have carried RMA bytes by the end)
  *            [-N ns_init,ns_target] (each side enters that network
  *            namespace, e.g. the emulated testbed's, after the fork)
+ *            [-C] (exchange names of at most FI_NAME_MAX bytes, as Open MPI
+ *            does: multirail then hands out rail 0's address alone)
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS (set by the caller).
  */
 #define _GNU_SOURCE	/* setns */
@@ -140,6 +142,8 @@ static size_t check_poison(const char *p, size_t len)
 	return bad;
 }
 
+static int compact_name;	/* -C: fi_getname into FI_NAME_MAX bytes */
+
 static void setup(int raw)
 {
 	struct fi_info *hints = fi_allocinfo();
@@ -147,7 +151,7 @@ static void setup(int raw)
 				      .size = 4096 };
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
 	char name[1024], pname[1024];
-	size_t len = sizeof(name), plen;
+	size_t len = compact_name ? FI_NAME_MAX : sizeof(name), plen;
 
 
 	hints->ep_attr->type = FI_EP_RDM;
@@ -626,7 +630,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:C")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -657,8 +661,11 @@ int main(int argc, char **argv)
 		case 'N':
 			netns = optarg;
 			break;
+		case 'C':
+			compact_name = 1;
+			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :

@@ -403,6 +403,7 @@ struct mrl_ep {
 	struct fid_mr *ctrl_mr;
 	struct mrl_ctrl_buf *ctrl_tx_free;
 	struct mrl_ctrl_buf *ctrl_backlog, **ctrl_backlog_tail;
+	bool compact_logged;		/* fi_getname gave rail 0 alone */
 	bool ctrl_enabled;
 	bool in_progress;
 };

@@ -431,23 +431,60 @@ static int mrl_ep_control(struct fid *fid, int command, void *arg)
 	return ret;
 }
 
+/*
+ * Rail 0's address alone, marked partial: a peer that inserts it reaches
+ * rail 0 at once and learns the other rails from our HELLO_ACK.
+ */
+static size_t compact_name(const struct mrl_ep *ep, void *addr, size_t have)
+{
+	const struct mrl_addr_hdr *full = ep->name;
+	struct mrl_addr_hdr *hdr = addr;
+	size_t len = mrl_addr_size(1, full->rail_addrlen);
+
+	if (have < len)
+		return len;
+	*hdr = *full;
+	hdr->nrails = 1;
+	hdr->flags |= MRL_ADDR_PARTIAL;
+	memcpy(hdr + 1, full + 1, full->rail_addrlen);
+	return len;
+}
+
+/*
+ * Every rail's address when the buffer holds it.  Many applications
+ * (Open MPI among them) pass FI_NAME_MAX bytes, too few for 4 rails of
+ * tcp or 2 of efa: they get the compact form instead of -FI_ETOOSMALL.
+ */
 static int mrl_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct mrl_ep *ep = to_ep(fid);
-	size_t have;
+	size_t have = *addrlen, len;
 	int ret = 0;
 
 	mrl_lock(ep->domain);
 	if (!ep->name)
 		ret = build_name(ep);
-	if (!ret) {
-		have = *addrlen;
+	if (ret)
+		goto out;
+	if (have >= ep->namelen) {
+		memcpy(addr, ep->name, ep->namelen);
 		*addrlen = ep->namelen;
-		if (have < ep->namelen)
-			ret = -FI_ETOOSMALL;
-		else
-			memcpy(addr, ep->name, ep->namelen);
+		goto out;
 	}
+	len = compact_name(ep, addr, have);
+	if (have < len) {
+		*addrlen = ep->namelen;
+		ret = -FI_ETOOSMALL;
+		goto out;
+	}
+	*addrlen = len;
+	if (!ep->compact_logged) {
+		MRL_INFO(FI_LOG_EP_CTRL, "fi_getname: %zu bytes hold rail 0's "
+			 "address only (all rails: %zu); peers learn the rest "
+			 "in a HELLO\n", have, ep->namelen);
+		ep->compact_logged = true;
+	}
+out:
 	mrl_unlock(ep->domain);
 	return ret;
 }
