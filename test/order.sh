@@ -10,6 +10,11 @@ export FI_PROVIDER_PATH="$(pwd)/.libs"
 unset FI_PROVIDER FI_MULTIRAIL_RAILS
 TB="${srcdir:-.}/fabtests-ext/scripts/testbed"
 
+# A testbed already up belongs to someone else (a benchmark): leave it.
+if ip netns list 2>/dev/null | grep -qE '^mrl_(a|b)\b'; then
+	echo "SKIP: the emulated testbed is in use (a benchmark running?)"
+	exit 77
+fi
 # A host that cannot build the testbed (no root, no netns, no tbf) skips.
 if ! "$TB" up 4 1000,1000,50,50 >testbed-order.log 2>&1; then
 	cat testbed-order.log
