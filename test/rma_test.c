@@ -187,7 +187,8 @@ static void setup(int raw)
 	if (plen < 8 || fi_av_insert(av, pname, 1, &peer, 0, NULL) != 1)
 		die("fi_av_insert");
 
-	buf = aligned_alloc(4096, buf_size + SLACK);
+	/* aligned_alloc wants a multiple of the alignment */
+	buf = aligned_alloc(4096, (buf_size + SLACK + 4095) & ~(size_t) 4095);
 	CHK(fi_mr_reg(domain, cbuf, sizeof(cbuf), FI_SEND | FI_RECV, 0, 2, 0,
 		      &cmr, NULL));
 	CHK(fi_mr_reg(domain, buf, buf_size + SLACK,

@@ -177,7 +177,9 @@ static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
 	msg->nrails = nkeys;
 	msg->reserved = 0;
 	memcpy(msg->payload, ep->name, ep->namelen);
-	memcpy(msg->payload + ep->namelen, keys, nkeys * sizeof(uint64_t));
+	if (nkeys)
+		memcpy(msg->payload + ep->namelen, keys,
+		       nkeys * sizeof(uint64_t));
 	buf->len = len;
 	buf->dest = peer->core_addr[0];
 
