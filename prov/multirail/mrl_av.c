@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/socket.h>
+
 #include "mrl.h"
 
 size_t mrl_addr_size(int nrails, size_t rail_addrlen)
@@ -108,7 +110,60 @@ static int set_rev0(struct mrl_av *av, fi_addr_t core0, fi_addr_t user)
 	return 0;
 }
 
-/* Insert the peer's rails [from, nrails) into the rails' core AVs. */
+/*
+ * What the header cannot say: that each rail's address is one our core
+ * can take.  Lengths must equal the core's, and socket addresses must be
+ * of our own family: libfabric 1.17's IP AV sets its address length to 0
+ * on an unknown family, and every later insert then fails.
+ */
+static int check_rails(struct mrl_av *av, const void *addr)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+	const struct fi_info *core = av->domain->rails[0].info;
+	const struct sockaddr *own = core->src_addr, *sa;
+	int r;
+
+	if (core->src_addrlen && hdr->rail_addrlen != core->src_addrlen) {
+		MRL_WARN(FI_LOG_AV, "rail addresses of %u bytes, the core's "
+			 "are %zu\n", hdr->rail_addrlen, core->src_addrlen);
+		return -FI_EINVAL;
+	}
+	if (!own || (core->addr_format != FI_SOCKADDR &&
+		     core->addr_format != FI_SOCKADDR_IN &&
+		     core->addr_format != FI_SOCKADDR_IN6))
+		return 0;
+	for (r = 0; r < hdr->nrails && r < av->nrails; r++) {
+		sa = mrl_addr_rail(addr, r);
+		if (sa->sa_family != own->sa_family) {
+			MRL_WARN(FI_LOG_AV, "rail %d: address family %u, the "
+				 "core's is %u\n", r, sa->sa_family,
+				 own->sa_family);
+			return -FI_EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int mrl_av_check(struct mrl_av *av, const void *addr, size_t len)
+{
+	return mrl_addr_check(addr, len) ? -FI_EINVAL : check_rails(av, addr);
+}
+
+/* Take the peer's rails [from, to) out of the rails' core AVs. */
+static void remove_core(struct mrl_av *av, struct mrl_peer *peer, int from,
+			int to)
+{
+	int r;
+
+	for (r = from; r < to; r++) {
+		if (peer->core_addr[r] != FI_ADDR_NOTAVAIL)
+			fi_av_remove(av->core[r], &peer->core_addr[r], 1, 0);
+		peer->core_addr[r] = FI_ADDR_NOTAVAIL;
+	}
+}
+
+/* Insert the peer's rails [from, nrails) into the rails' core AVs; on
+ * failure none of them stays. */
 int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from)
 {
 	int r, ret;
@@ -119,6 +174,8 @@ int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from)
 		if (ret != 1) {
 			MRL_WARN(FI_LOG_AV, "rail %d: core fi_av_insert: %d\n",
 				 r, ret);
+			peer->core_addr[r] = FI_ADDR_NOTAVAIL;
+			remove_core(av, peer, from, r);
 			return ret < 0 ? ret : -FI_EINVAL;
 		}
 	}
@@ -172,12 +229,13 @@ static int upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
 }
 
 static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
-				 size_t len)
+				 size_t len, int *err)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 	struct mrl_peer *peer;
 	int r;
 
+	*err = -FI_ENOMEM;
 	if (grow((void **) &av->all, &av->sizeall, av->nall + 1,
 		 sizeof(*av->all)))
 		return NULL;
@@ -197,7 +255,8 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
 	peer->fi_addr = FI_ADDR_NOTAVAIL;
 	for (r = 0; r < MRL_MAX_RAILS; r++)
 		peer->core_addr[r] = FI_ADDR_NOTAVAIL;
-	if (mrl_av_insert_core(av, peer, 0)) {
+	*err = mrl_av_insert_core(av, peer, 0);
+	if (*err) {
 		mrl_peer_free(peer);
 		return NULL;
 	}
@@ -209,13 +268,14 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
 struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len)
 {
 	struct mrl_peer *peer;
+	int ret;
 
-	if (mrl_addr_check(addr, len))
+	if (mrl_av_check(av, addr, len))
 		return NULL;
 	len = addr_len(addr);
 	peer = find_peer(av, addr);
 	if (!peer)
-		return new_peer(av, addr, len);
+		return new_peer(av, addr, len, &ret);
 	if (upgrade_peer(av, peer, addr, len))
 		MRL_WARN(FI_LOG_AV, "could not reach a peer's other rails\n");
 	return peer;
@@ -233,9 +293,9 @@ static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 		if (ret)
 			return ret;
 	} else {
-		peer = new_peer(av, addr, len);
+		peer = new_peer(av, addr, len, &ret);
 		if (!peer)
-			return -FI_ENOMEM;
+			return ret;
 	}
 	ret = grow((void **) &av->table, &av->size, av->count + 1,
 		   sizeof(*av->table));
@@ -273,6 +333,8 @@ static int mrl_av_insert(struct fid_av *av_fid, const void *addr,
 				 "rail count)\n", i);
 			return -FI_EINVAL;
 		}
+		if (check_rails(av, p + off))
+			return -FI_EINVAL;
 		off += addr_len(p + off);
 	}
 	mrl_lock(av->domain);

@@ -128,6 +128,9 @@ static void progress_rail(struct mrl_ep *ep, int rail)
 	int rounds = 8;
 
 	while (rounds--) {
+		/* a core without FI_SOURCE leaves src untouched */
+		for (i = 0; i < 16; i++)
+			src[i] = FI_ADDR_NOTAVAIL;
 		n = fi_cq_readfrom(ep->rails[rail].cq, e, 16, src);
 		if (n == -FI_EAVAIL) {
 			read_err(ep, rail);

@@ -38,7 +38,8 @@ size_t mrl_iov_len(const struct iovec *iov, size_t count)
 {
 	size_t i, len = 0;
 
-	for (i = 0; i < count; i++)
+	/* a NULL array is refused by the caller's checks, not read here */
+	for (i = 0; iov && i < count; i++)
 		len += iov[i].iov_len;
 	return len;
 }

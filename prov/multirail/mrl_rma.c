@@ -193,6 +193,11 @@ static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 		return n;
 	}
 	entry = mrl_ctrl_key_lookup(ep, peer, key);
+	if (entry && entry->state == MRL_KEY_INVALID) {
+		MRL_WARN(FI_LOG_EP_DATA, "key 0x%lx: the target has no such "
+			 "registration\n", (unsigned long) key);
+		return -FI_EINVAL;
+	}
 	if (entry && entry->state == MRL_KEY_VALID && !peer->partial) {
 		n = entry->nrails < peer->nrails ? entry->nrails : peer->nrails;
 		for (r = 0; r < n; r++)
