@@ -357,6 +357,22 @@ static int mrl_av_insertsvc(struct fid_av *av, const char *node,
 	return -FI_ENOSYS;
 }
 
+/*
+ * The user's handle goes; the peer stays, hidden, with its core entries:
+ * chunks or control messages may still be in flight, and a later insert
+ * of the same address gives it a new handle.
+ */
+static void unpublish(struct mrl_av *av, struct mrl_peer *peer)
+{
+	fi_addr_t core0 = peer->core_addr[0];
+
+	if (core0 != FI_ADDR_NOTAVAIL && core0 < av->nrev0 &&
+	    av->rev0[core0] == peer->fi_addr)
+		av->rev0[core0] = FI_ADDR_NOTAVAIL;
+	peer->visible = false;
+	peer->fi_addr = FI_ADDR_NOTAVAIL;
+}
+
 static int mrl_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
 			 size_t count, uint64_t flags)
 {
@@ -370,6 +386,7 @@ static int mrl_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
 			ret = -FI_EINVAL;
 			continue;
 		}
+		unpublish(av, av->table[fi_addr[i]]);
 		av->table[fi_addr[i]] = NULL;
 	}
 	mrl_unlock(av->domain);

@@ -600,12 +600,35 @@ static void close_rails(struct mrl_ep *ep)
 	}
 }
 
+/*
+ * libfabric 1.17's ofi_rxm dereferences its AV when an endpoint that never
+ * had one closes (rxm_freeall_conns).  An endpoint closed before the user
+ * bound an AV gives its core endpoints a spare, empty one first.
+ */
+static void give_core_avs(struct mrl_ep *ep, struct fid_av **spare)
+{
+	struct fi_av_attr attr = { .type = FI_AV_TABLE };
+	int r;
+
+	for (r = 0; r < ep->nrails; r++) {
+		if (!ep->rails[r].ep ||
+		    fi_av_open(ep->domain->rails[r].domain, &attr, &spare[r],
+			       NULL))
+			continue;
+		if (fi_ep_bind(ep->rails[r].ep, &spare[r]->fid, 0)) {
+			fi_close(&spare[r]->fid);
+			spare[r] = NULL;
+		}
+	}
+}
+
 static int mrl_ep_close(struct fid *fid)
 {
 	struct mrl_ep *ep = to_ep(fid);
 	struct mrl_cntr *cntrs[6] = { ep->cntr_write, ep->cntr_read,
 				      ep->cntr_send, ep->cntr_recv,
 				      ep->cntr_rwrite, ep->cntr_rread };
+	struct fid_av *spare_avs[MRL_MAX_RAILS] = { NULL };
 	int i;
 
 	mrl_lock(ep->domain);
@@ -624,11 +647,16 @@ static int mrl_ep_close(struct fid *fid)
 	mrl_unlock(ep->domain);
 
 	/* Core endpoints first: they may still hold our buffers. */
+	if (!ep->av)
+		give_core_avs(ep, spare_avs);
 	for (i = 0; i < ep->nrails; i++)
 		if (ep->rails[i].ep)
 			fi_close(&ep->rails[i].ep->fid);
-	for (i = 0; i < ep->nrails; i++)
+	for (i = 0; i < ep->nrails; i++) {
 		ep->rails[i].ep = NULL;
+		if (spare_avs[i])
+			fi_close(&spare_avs[i]->fid);
+	}
 	mrl_lock(ep->domain);
 	drop_remote_cntrs(ep);
 	mrl_unlock(ep->domain);
