@@ -58,7 +58,9 @@ static int core_addr(struct mrl_ep *ep, fi_addr_t addr, bool tx,
 {
 	struct mrl_peer *peer;
 
-	if (!tx && addr == FI_ADDR_UNSPEC) {
+	/* without FI_DIRECTED_RECV a receive's address is ignored */
+	if (!tx && (addr == FI_ADDR_UNSPEC ||
+		    !(ep->info->caps & FI_DIRECTED_RECV))) {
 		*out = FI_ADDR_UNSPEC;
 		return 0;
 	}
