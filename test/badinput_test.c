@@ -541,6 +541,37 @@ static void valid_write(const char *what)
 	ok(what, ret);
 }
 
+/*
+ * Found by stock fabtests: fi_av_xfer removes and re-inserts a peer (the
+ * old handle must be refused, the new one must work); fi_poll closes an
+ * endpoint that never had an AV (libfabric 1.17's rxm crashed under it).
+ */
+static void av_reinsert(void)
+{
+	fi_addr_t again = 777, old = self;
+	int ret;
+
+	CHK(fi_av_remove(av, &self, 1, 0));
+	expect_neg("write to a removed fi_addr",
+		   fi_write(ep, buf, 64, desc, old, raddr, key, &ctx));
+	ret = fi_av_insert(av, name, 1, &again, 0, NULL);
+	if (ret != 1 || again == FI_ADDR_NOTAVAIL || again == old)
+		die("re-insert after remove: %d, fi_addr %lu", ret,
+		    (unsigned long) again);
+	ok("av_insert again after fi_av_remove", ret);
+	self = again;
+	valid_write("valid write to the re-inserted fi_addr");
+}
+
+static void close_unbound_ep(void)
+{
+	struct fid_ep *lone;
+
+	CHK(fi_endpoint(domain, info, &lone, NULL));
+	CHK(fi_close(&lone->fid));
+	ok("close an endpoint never bound to an AV", 0);
+}
+
 static void unknown_addr(void)
 {
 	char *src = buf;
@@ -896,6 +927,8 @@ int main(void)
 	rma_cases();
 	mr_cases();
 	valid_write("valid write after the bad cases");
+	av_reinsert();
+	close_unbound_ep();
 	close_all();
 	printf("PASS\n");
 	return 0;
