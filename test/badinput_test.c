@@ -563,6 +563,34 @@ static void av_reinsert(void)
 	valid_write("valid write to the re-inserted fi_addr");
 }
 
+/* fi_poll reports the CQ once a completion waits there (fabtests' fi_poll). */
+static void poll_set(void)
+{
+	struct fi_poll_attr attr = { 0 };
+	struct fi_cq_err_entry err;
+	struct fid_poll *ps;
+	void *got[4];
+	double end;
+	int n = 0;
+
+	CHK(fi_poll_open(domain, &attr, &ps));
+	CHK(fi_poll_add(ps, &cq->fid, 0));
+	expect_neg("fi_poll_add of an endpoint", fi_poll_add(ps, &ep->fid, 0));
+	if (fi_poll(ps, got, 4) != 0)
+		die("fi_poll on an idle CQ reported it");
+	CHK(POST(fi_write(ep, buf, 64, desc, self, raddr, key, &ctx)));
+	for (end = now() + 10; n == 0 && now() < end;)
+		n = fi_poll(ps, got, 4);
+	if (n != 1 || got[0] != cq->fid.context)
+		die("fi_poll: %d, context %p (the CQ's is %p)", n,
+		    n > 0 ? got[0] : NULL, cq->fid.context);
+	if (wait_comp(&ctx, &err) != 1)
+		die("fi_poll said ready, the completion did not come");
+	CHK(fi_poll_del(ps, &cq->fid, 0));
+	CHK(fi_close(&ps->fid));
+	ok("fi_poll reports the CQ with a completion", n);
+}
+
 static void close_unbound_ep(void)
 {
 	struct fid_ep *lone;
@@ -928,6 +956,7 @@ int main(void)
 	mr_cases();
 	valid_write("valid write after the bad cases");
 	av_reinsert();
+	poll_set();
 	close_unbound_ep();
 	close_all();
 	printf("PASS\n");

@@ -446,6 +446,9 @@ void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len);
 void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
 void mrl_ctrl_progress(struct mrl_ep *ep);
 
+int mrl_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
+		  struct fid_poll **pollset);
+
 bool mrl_fence_write_posted(struct mrl_ep *ep, struct mrl_peer *peer,
 			    int rail, uint64_t addr, uint64_t key);
 bool mrl_fence_owned_elsewhere(struct mrl_ep *ep, struct mrl_peer *peer);
