@@ -217,8 +217,13 @@ void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
 	fi->domain_attr->threading = FI_THREAD_SAFE;
 	fi->domain_attr->control_progress = FI_PROGRESS_MANUAL;
 	fi->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	/*
+	 * As the cores do: UNSPEC unless asked.  A program told TABLE may
+	 * assume fi_addr 0 is its peer (fabtests' multi_client does, after
+	 * re-opening its AV), which is not ours to promise.
+	 */
 	fi->domain_attr->av_type = hints && hints->domain_attr->av_type ?
-				   hints->domain_attr->av_type : FI_AV_TABLE;
+				   hints->domain_attr->av_type : FI_AV_UNSPEC;
 	fi->domain_attr->mr_mode = mrl_user_mr_mode(hints,
 						    core->domain_attr->mr_mode);
 	fi->domain_attr->mr_key_size = sizeof(uint64_t);
