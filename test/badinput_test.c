@@ -45,6 +45,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
 
 #include "mrl.h"	/* struct mrl_addr_hdr, MRL_ADDR_*, MRL_MAX_RAILS */
 
@@ -215,7 +216,7 @@ static void open_objects(void)
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 1 };
 
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_RMA;
+	hints->caps = FI_MSG | FI_RMA | FI_ATOMIC;
 	hints->mode = FI_CONTEXT;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
 				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -611,6 +612,23 @@ static void unknown_addr(void)
 	expect_neg("write to FI_ADDR_NOTAVAIL",
 		   fi_write(ep, src, 64, desc, FI_ADDR_NOTAVAIL, raddr, key,
 			    &ctx));
+	expect_neg("atomic to unknown fi_addr 12345",
+		   fi_atomic(ep, src, 1, desc, 12345, raddr, key, FI_UINT64,
+			     FI_SUM, &ctx));
+	expect_neg("fetch atomic from FI_ADDR_NOTAVAIL",
+		   fi_fetch_atomic(ep, src, 1, desc, src + 8, desc,
+				   FI_ADDR_NOTAVAIL, raddr, key, FI_UINT64,
+				   FI_SUM, &ctx));
+	expect_neg("inject atomic to unknown fi_addr 12345",
+		   fi_inject_atomic(ep, src, 1, 12345, raddr, key, FI_UINT64,
+				    FI_SUM));
+	expect_neg("atomicv with 1 ioc and a NULL array",
+		   fi_atomicv(ep, NULL, &desc, 1, self, raddr, key, FI_UINT64,
+			      FI_SUM, &ctx));
+	expect_neg("compare atomic with 99 result iocs",
+		   fi_compare_atomicv(ep, NULL, NULL, 0, NULL, NULL, 0,
+				      (struct fi_ioc *) src, &desc, 99, self,
+				      raddr, key, FI_UINT64, FI_CSWAP, &ctx));
 }
 
 enum { KEY_WRITE, KEY_READ, KEY_WRITE_DC };
@@ -689,6 +707,32 @@ static void bad_key(const char *what, int how, uint64_t k)
 	       "%d)\n", what, err.err, fi_strerror(err.err), err.prov_errno);
 }
 
+/* Atomics go whole to rail 0: an error at post or an error completion. */
+static void bad_atomic_key(const char *what, uint64_t k)
+{
+	struct fi_cq_err_entry err;
+	ssize_t ret;
+	int c;
+
+	memset(buf + HALF, POISON, HALF);
+	memset(buf, 1, 8);
+	ret = POST(fi_atomic(ep, buf, 1, desc, self, raddr, k, FI_UINT64,
+			     FI_SUM, &ctx));
+	if (ret) {
+		expect_neg(what, ret);
+		return;
+	}
+	c = wait_comp(&ctx, &err);
+	if (c != -1)
+		die("%s (key 0x%lx): %s", what, (unsigned long) k,
+		    c ? "success completion" : "no completion");
+	if (count_not(buf + HALF, HALF, POISON))
+		die("%s: the target's bytes changed", what);
+	quiet(what);
+	printf("ok %s: 0 posted, error completion err %d %s\n", what,
+	       err.err, fi_strerror(err.err));
+}
+
 static void unknown_keys(void)
 {
 	uint64_t k = rnd();
@@ -704,6 +748,8 @@ static void unknown_keys(void)
 	bad_key("read with a random key", KEY_READ, k);
 	bad_key("writemsg FI_DELIVERY_COMPLETE with a random key",
 		KEY_WRITE_DC, k);
+	bad_atomic_key("atomic with key+777", key + 777);
+	bad_atomic_key("atomic with a random key", k);
 }
 
 /* Refused, or posted with exactly one completion; no byte moves. */

@@ -13,6 +13,9 @@
  *            namespace, e.g. the emulated testbed's, after the fork)
  *            [-C] (exchange names of at most FI_NAME_MAX bytes, as Open MPI
  *            does: multirail then hands out rail 0's address alone)
+ *   rma_test -o atomic [-W window]: sums, fetch-and-add, compare-and-swap
+ *            (hit and miss), inject and atomic read on an array of
+ *            uint64, results and the target's memory checked.
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS (set by the caller).
  */
 #define _GNU_SOURCE	/* setns */
@@ -35,6 +38,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_ext_multirail.h>
 
 #define POISON	0xA5
@@ -143,6 +147,7 @@ static size_t check_poison(const char *p, size_t len)
 }
 
 static int compact_name;	/* -C: fi_getname into FI_NAME_MAX bytes */
+static int want_atomics;	/* -o atomic */
 
 static void setup(int raw)
 {
@@ -155,7 +160,7 @@ static void setup(int raw)
 
 
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_RMA;
+	hints->caps = FI_MSG | FI_RMA | (want_atomics ? FI_ATOMIC : 0);
 	hints->mode = FI_CONTEXT;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
 				      FI_MR_ALLOCATED | FI_MR_PROV_KEY |
@@ -273,7 +278,10 @@ struct plan {
 	uint64_t seed;
 };
 
-static const char *op_name[] = { "write", "writev", "writedata", "read" };
+static const char *op_name[] = { "write", "writev", "writedata", "read",
+				  "atomic" };
+#define OP_ATOMIC	4
+#define ATOMIC_N	8	/* uint64 elements the atomics work on */
 
 static size_t slot(const struct plan *p)
 {
@@ -443,6 +451,161 @@ static void wait_ctx(void *ctx, ssize_t posted)
 	}
 }
 
+/* ---- atomics (-o atomic) ------------------------------------------------ */
+
+/* The target's array before the initiator's atomics. */
+static void atomic_initial(const struct plan *p, uint64_t *v)
+{
+	int j;
+
+	for (j = 0; j < ATOMIC_N; j++)
+		v[j] = p->seed + 3 * j;
+}
+
+/* The array after every atomic of atomic_case() (it tracks it too). */
+static void atomic_final(const struct plan *p, uint64_t *v)
+{
+	int i, j;
+
+	atomic_initial(p, v);
+	for (i = 0; i < p->window; i++)
+		for (j = 0; j < ATOMIC_N; j++)
+			v[j] += (uint64_t) (i + 1) * (j + 1);
+	v[0] += 1000;		/* fetch-and-add */
+	v[1] = 777;		/* compare-and-swap that hits */
+	v[3] += 5;		/* inject */
+}
+
+#define RETRY(call)							\
+	({ ssize_t r_; double end_ = now() + TIMEOUT_S;			\
+	   while ((r_ = (call)) == -FI_EAGAIN && now() < end_)		\
+		fi_cq_read(cq, NULL, 0);				\
+	   if (r_) die(#call ": %zd", r_); })
+
+/* One fetching atomic on element idx: returns the value it fetched. */
+static uint64_t fetch_one(int idx, enum fi_op op, uint64_t operand,
+			  const uint64_t *compare)
+{
+	uint64_t *l = (uint64_t *) buf;		/* operand, compare, result */
+	uint64_t raddr = peer_addr + idx * sizeof(uint64_t);
+	void *desc = fi_mr_desc(mr);
+	char seen = 0;
+
+	l[0] = operand;
+	l[2] = 0xdeadbeefdeadbeefULL;
+	if (compare) {
+		l[1] = *compare;
+		RETRY(fi_compare_atomic(ep, &l[0], 1, desc, &l[1], desc,
+					&l[2], desc, peer, raddr, peer_key,
+					FI_UINT64, op, &seen));
+	} else {
+		RETRY(fi_fetch_atomic(ep, &l[0], 1, desc, &l[2], desc, peer,
+				      raddr, peer_key, FI_UINT64, op, &seen));
+	}
+	wait_comps(1, &seen, FI_ATOMIC | FI_READ);
+	return l[2];
+}
+
+static void atomic_case(const struct plan *p)
+{
+	uint64_t expect[ATOMIC_N], want[ATOMIC_N], got, miss;
+	uint64_t *src = (uint64_t *) buf + 4, *res;
+	char *seen = calloc(p->window, 1), ack;
+	void *desc = fi_mr_desc(mr);
+	double end;
+	int i, j;
+
+	xsend(p, sizeof(*p));
+	wait_oob_progressing();
+	if (xrecv(&ack, 1) != 1 || ack != 'r')
+		die("target not ready");
+
+	/* A window of sums to the same array: each must apply exactly once. */
+	atomic_initial(p, expect);
+	for (i = 0; i < p->window; i++) {
+		uint64_t *s = src + i * ATOMIC_N;
+
+		for (j = 0; j < ATOMIC_N; j++) {
+			s[j] = (uint64_t) (i + 1) * (j + 1);
+			expect[j] += s[j];
+		}
+		RETRY(fi_atomic(ep, s, ATOMIC_N, desc, peer, peer_addr,
+				peer_key, FI_UINT64, FI_SUM, &seen[i]));
+	}
+	wait_comps(p->window, seen, FI_ATOMIC | FI_WRITE);
+
+	got = fetch_one(0, FI_SUM, 1000, NULL);
+	if (got != expect[0])
+		die("fetch-and-add fetched %lu, expected %lu",
+		    (unsigned long) got, (unsigned long) expect[0]);
+	got = fetch_one(1, FI_CSWAP, 777, &expect[1]);
+	if (got != expect[1])
+		die("cswap (hit) fetched %lu, expected %lu",
+		    (unsigned long) got, (unsigned long) expect[1]);
+	miss = expect[2] + 1;
+	got = fetch_one(2, FI_CSWAP, 999, &miss);
+	if (got != expect[2])
+		die("cswap (miss) fetched %lu, expected %lu",
+		    (unsigned long) got, (unsigned long) expect[2]);
+	src[0] = 5;
+	RETRY(fi_inject_atomic(ep, src, 1, peer, peer_addr + 3 * 8, peer_key,
+			       FI_UINT64, FI_SUM));
+
+	/* Atomic reads until the inject has landed (it has no completion). */
+	atomic_final(p, want);
+	res = src + p->window * ATOMIC_N;
+	end = now() + TIMEOUT_S;
+	do {
+		memset(seen, 0, 1);
+		memset(res, 0, ATOMIC_N * sizeof(*res));
+		RETRY(fi_fetch_atomic(ep, src, ATOMIC_N, desc, res, desc, peer,
+				      peer_addr, peer_key, FI_UINT64,
+				      FI_ATOMIC_READ, &seen[0]));
+		wait_comps(1, seen, FI_ATOMIC | FI_READ);
+	} while (res[3] != want[3] && now() < end);
+	for (j = 0; j < ATOMIC_N; j++)
+		if (res[j] != want[j])
+			die("atomic read: element %d is %lu, expected %lu", j,
+			    (unsigned long) res[j], (unsigned long) want[j]);
+
+	wait_ctx(&sctx, send_retrying(cbuf, 1, &sctx));
+	xsend("d", 1);
+	wait_oob_progressing();
+	if (xrecv(&ack, 1) != 1 || ack != 'k')
+		die("target reported a failure");
+	free(seen);
+}
+
+static void target_atomic_case(const struct plan *p)
+{
+	uint64_t want[ATOMIC_N];
+	size_t bad = 0;
+	char msg;
+	int j;
+
+	atomic_initial(p, (uint64_t *) buf);
+	memset(buf + sizeof(want), POISON, SLACK);
+	CHK(fi_recv(ep, cbuf + 32, 8, fi_mr_desc(cmr), FI_ADDR_UNSPEC, &rctx));
+	xsend("r", 1);
+	wait_ctx(&rctx, 0);
+	wait_oob_progressing();
+	if (xrecv(&msg, 1) != 1 || msg != 'd')
+		die("expected 'd'");
+	atomic_final(p, want);
+	for (j = 0; j < ATOMIC_N; j++) {
+		if (((uint64_t *) buf)[j] != want[j]) {
+			fprintf(stderr, "[target] element %d is %lu, expected "
+				"%lu\n", j, (unsigned long) ((uint64_t *) buf)[j],
+				(unsigned long) want[j]);
+			bad++;
+		}
+	}
+	bad += check_poison(buf + sizeof(want), SLACK);
+	xsend(bad ? "x" : "k", 1);
+	if (bad)
+		exit(1);
+}
+
 static void target_writedata(const struct plan *p)
 {
 	struct fi_cq_data_entry e;
@@ -535,7 +698,10 @@ static void run_target(void)
 		wait_oob_progressing();
 		if (xrecv(&p, sizeof(p)) != sizeof(p) || !p.window)
 			break;
-		target_case(&p);
+		if (p.op == OP_ATOMIC)
+			target_atomic_case(&p);
+		else
+			target_case(&p);
 	}
 }
 
@@ -565,6 +731,15 @@ static void run_initiator(const int *ops, int nops, size_t max_size,
 	int o, it;
 	double t0 = 0;
 
+	if (want_atomics) {
+		p.op = OP_ATOMIC;
+		p.window = window;
+		p.seed = (uint64_t) rand() << 8;
+		atomic_case(&p);
+		printf("ok atomic: %d sums, fetch-add, cswap hit and miss, "
+		       "inject, read\n", window);
+		nops = 0;
+	}
 	for (o = 0; o < nops; o++) {
 		for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 			if (sizes[s] > max_size)
@@ -641,6 +816,8 @@ int main(int argc, char **argv)
 				 !strcmp(optarg, "read") ? 3 : -1;
 			if (!strcmp(optarg, "all"))
 				nops = 4, ops[0] = 0;
+			else if (!strcmp(optarg, "atomic"))
+				want_atomics = 1, ops[0] = 0;
 			else if (ops[0] < 0)
 				die("unknown op %s", optarg);
 			break;

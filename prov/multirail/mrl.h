@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -411,6 +412,7 @@ struct mrl_ep {
 int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **ep, void *context);
 void mrl_ep_progress(struct mrl_ep *ep);
+struct mrl_cntr *mrl_ep_local_cntr(struct mrl_ep *ep, uint64_t flags);
 void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context, uint64_t flags,
 		   size_t len, int err, uint64_t data);
 struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep);
@@ -428,6 +430,12 @@ int mrl_rma_init(struct mrl_ep *ep);
 void mrl_rma_fini(struct mrl_ep *ep);
 int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk);
 void mrl_rma_op_done(void *owner, struct mrl_op *op, int err);
+int mrl_rma_key0(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
+		 uint64_t *key0);
+extern struct fi_ops_atomic mrl_atomic_ops;
+int mrl_query_atomic(struct fid_domain *domain, enum fi_datatype datatype,
+		     enum fi_op op, struct fi_atomic_attr *attr,
+		     uint64_t flags);
 void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 			  const struct mrl_key_entry *entry);
 

@@ -10,7 +10,7 @@
 #define MRL_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | \
 		  FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | \
 		  FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | \
-		  FI_DIRECTED_RECV | FI_HMEM)
+		  FI_DIRECTED_RECV | FI_HMEM | FI_ATOMIC)
 
 /* The core must give us RMA for striping and tagged messages for control. */
 #define MRL_CORE_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | \
@@ -103,8 +103,9 @@ struct fi_info *mrl_core_hints(const struct fi_info *hints,
 	}
 
 	ch->ep_attr->type = FI_EP_RDM;
+	/* atomics pass through on rail 0: the core must do them if asked */
 	ch->caps = (ch->caps & (FI_MULTI_RECV | FI_SOURCE | FI_HMEM |
-				FI_DIRECTED_RECV)) | MRL_CORE_CAPS;
+				FI_DIRECTED_RECV | FI_ATOMIC)) | MRL_CORE_CAPS;
 	/* Every context we give the core is a struct mrl_req_hdr. */
 	ch->mode = FI_CONTEXT | FI_CONTEXT2;
 	ch->tx_attr->mode = ch->rx_attr->mode = 0;
@@ -176,7 +177,7 @@ void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
 
 	*fi->tx_attr = *core->tx_attr;
 	fi->tx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RMA | FI_READ |
-				    FI_WRITE | FI_SEND | FI_HMEM);
+				    FI_WRITE | FI_SEND | FI_HMEM | FI_ATOMIC);
 	fi->tx_attr->mode = 0;
 	fi->tx_attr->op_flags = hints ? hints->tx_attr->op_flags : 0;
 	fi->tx_attr->msg_order = order_we_keep(core->tx_attr->msg_order);
@@ -190,7 +191,7 @@ void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
 	fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV |
 				    FI_REMOTE_READ | FI_REMOTE_WRITE |
 				    FI_MULTI_RECV | FI_SOURCE |
-				    FI_DIRECTED_RECV | FI_HMEM);
+				    FI_DIRECTED_RECV | FI_HMEM | FI_ATOMIC);
 	fi->rx_attr->mode = 0;
 	fi->rx_attr->op_flags = hints ? hints->rx_attr->op_flags : 0;
 	fi->rx_attr->msg_order = order_we_keep(core->rx_attr->msg_order);

@@ -75,7 +75,7 @@ static struct fi_ops_domain mrl_domain_ops = {
 	.poll_open = mrl_poll_open,
 	.stx_ctx = (void *) mrl_fid_nosys,
 	.srx_ctx = (void *) mrl_fid_nosys,
-	.query_atomic = (void *) mrl_fid_nosys,
+	.query_atomic = mrl_query_atomic,
 	.query_collective = (void *) mrl_fid_nosys,
 };
 

@@ -17,7 +17,7 @@ static struct mrl_ep *to_ep(struct fid *fid)
 
 /* ---- completions ----------------------------------------------------------- */
 
-static struct mrl_cntr *local_cntr(struct mrl_ep *ep, uint64_t flags)
+struct mrl_cntr *mrl_ep_local_cntr(struct mrl_ep *ep, uint64_t flags)
 {
 	if (flags & FI_RECV)
 		return ep->cntr_recv;
@@ -40,13 +40,13 @@ void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context, uint64_t flags,
 		    (flags & FI_COMPLETION);
 
 	if (err) {
-		mrl_cntr_inc_err(local_cntr(ep, flags));
+		mrl_cntr_inc_err(mrl_ep_local_cntr(ep, flags));
 		if (cq)
 			mrl_cq_write_err(cq, context, flags & ~FI_COMPLETION,
 					 err, err, data, 0);
 		return;
 	}
-	mrl_cntr_inc(local_cntr(ep, flags));
+	mrl_cntr_inc(mrl_ep_local_cntr(ep, flags));
 	if (cq && want)
 		mrl_cq_write(cq, context, flags & ~FI_COMPLETION, len, NULL,
 			     data, 0, FI_ADDR_NOTAVAIL);
@@ -798,6 +798,7 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->ep_fid.msg = &mrl_msg_ops;
 	ep->ep_fid.rma = &mrl_rma_ops;
 	ep->ep_fid.tagged = &mrl_tagged_ops;
+	ep->ep_fid.atomic = &mrl_atomic_ops;
 	*ep_out = &ep->ep_fid;
 	return 0;
 err:

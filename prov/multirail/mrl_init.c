@@ -428,7 +428,7 @@ static bool hints_ok(const struct fi_info *hints)
 			    FI_SEND | FI_RECV | FI_REMOTE_READ |
 			    FI_REMOTE_WRITE | FI_MULTI_RECV | FI_SOURCE |
 			    FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV |
-			    FI_HMEM))
+			    FI_HMEM | FI_ATOMIC))
 		return false;
 	return true;
 }

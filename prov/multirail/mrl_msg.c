@@ -156,17 +156,18 @@ void mrl_msg_complete(struct mrl_ep *ep, struct mrl_msg_req *req,
 		      const struct fi_cq_tagged_entry *comp, fi_addr_t src,
 		      int err, const struct fi_cq_err_entry *err_entry)
 {
-	bool tx = !!(req->flags & FI_SEND);
+	bool tx = !(req->flags & FI_RECV);
 	struct mrl_cq *cq = tx ? ep->tx_cq : ep->rx_cq;
 	uint64_t cq_flags = tx ? ep->tx_cq_flags : ep->rx_cq_flags;
 	uint64_t flags = (req->flags & (FI_SEND | FI_RECV | FI_MSG |
-					FI_TAGGED)) |
+					FI_TAGGED | FI_ATOMIC | FI_READ |
+					FI_WRITE)) |
 			 (comp->flags & (FI_REMOTE_CQ_DATA | FI_MULTI_RECV));
 	bool last = !(req->flags & FI_MULTI_RECV) ||
 		    (comp->flags & FI_MULTI_RECV) || err;
 	bool want = !(cq_flags & FI_SELECTIVE_COMPLETION) ||
 		    (req->flags & FI_COMPLETION);
-	struct mrl_cntr *cntr = tx ? ep->cntr_send : ep->cntr_recv;
+	struct mrl_cntr *cntr = mrl_ep_local_cntr(ep, req->flags);
 
 	if (err && err != -FI_ECANCELED)
 		MRL_DBG(FI_LOG_EP_DATA, "message completion error %d\n", err);

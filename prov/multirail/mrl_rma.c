@@ -209,6 +209,24 @@ static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 	return 1;
 }
 
+/* Rail 0's key for key at peer: what whole-op passthroughs (atomics) use. */
+int mrl_rma_key0(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
+		 uint64_t *key0)
+{
+	uint64_t keys[MRL_MAX_RAILS];
+	int ret = resolve_keys(ep, peer, key, keys);
+
+	if (ret < 0)
+		return ret;
+	if (!ret) {
+		MRL_WARN(FI_LOG_EP_DATA, "key 0x%lx reaches no rail\n",
+			 (unsigned long) key);
+		return -FI_EINVAL;
+	}
+	*key0 = keys[0];
+	return 0;
+}
+
 static int check_rma(struct mrl_ep *ep, const struct mrl_rma_args *a,
 		     size_t len)
 {
