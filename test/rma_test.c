@@ -13,6 +13,9 @@
  *            namespace, e.g. the emulated testbed's, after the fork)
  *            [-C] (exchange names of at most FI_NAME_MAX bytes, as Open MPI
  *            does: multirail then hands out rail 0's address alone)
+ *            [-E VAR=VALUE] (the target's environment only)
+ *            [-L mask] (the rails, as a hex mask, that must carry RMA
+ *            bytes; every other rail must carry none)
  *   rma_test -o atomic [-W window]: sums, fetch-and-add, compare-and-swap
  *            (hit and miss), inject and atomic read on an array of
  *            uint64, results and the target's memory checked.
@@ -148,6 +151,7 @@ static size_t check_poison(const char *p, size_t len)
 
 static int compact_name;	/* -C: fi_getname into FI_NAME_MAX bytes */
 static int want_atomics;	/* -o atomic */
+static unsigned long expect_rails;	/* -L */
 
 static void setup(int raw)
 {
@@ -194,6 +198,9 @@ static void setup(int raw)
 
 	/* aligned_alloc wants a multiple of the alignment */
 	buf = aligned_alloc(4096, (buf_size + SLACK + 4095) & ~(size_t) 4095);
+	/* pages in place, so the provider can tell their NUMA node */
+	if (expect_rails)
+		memset(buf, 0, buf_size + SLACK);
 	CHK(fi_mr_reg(domain, cbuf, sizeof(cbuf), FI_SEND | FI_RECV, 0, 2, 0,
 		      &cmr, NULL));
 	CHK(fi_mr_reg(domain, buf, buf_size + SLACK,
@@ -720,6 +727,46 @@ static void check_all_rails_used(void)
 	}
 }
 
+/*
+ * -L: exactly the rails of the mask carried bytes since the baseline.  The
+ * first op with a key goes on rail 0 while the target's other keys (and
+ * its near rails) are asked for: a one-byte write before the baseline.
+ */
+static uint64_t rail_base[64];
+
+static void rails_baseline(void)
+{
+	struct plan p = { .op = 0, .size = 1, .window = 1 };
+
+	if (!mrl_ops)
+		die("-L needs multirail");
+	p.seed = (uint64_t) rand() << 8;
+	initiator_case(&p);
+	core_ops(rail_base, NULL);
+}
+
+static void check_rails_used(unsigned long mask)
+{
+	uint64_t bytes[64] = { 0 };
+	int r, n;
+
+	core_ops(bytes, &n);
+	for (r = 0; r < n; r++) {
+		int want = !!(mask & (1ul << r));
+
+		bytes[r] -= rail_base[r];
+		printf("rail %d: %lu bytes (%s)\n", r, (unsigned long) bytes[r],
+		       want ? "near" : "far");
+		if (want && !bytes[r])
+			die("near rail %d of %d carried no RMA bytes", r, n);
+		if (!want && bytes[r])
+			die("far rail %d of %d carried %lu RMA bytes", r, n,
+			    (unsigned long) bytes[r]);
+	}
+	if (mask >> n)
+		die("-L 0x%lx names rails beyond the %d opened", mask, n);
+}
+
 static void run_initiator(const int *ops, int nops, size_t max_size,
 			  int window, int iters, int all_rails)
 {
@@ -731,6 +778,8 @@ static void run_initiator(const int *ops, int nops, size_t max_size,
 	int o, it;
 	double t0 = 0;
 
+	if (expect_rails)
+		rails_baseline();
 	if (want_atomics) {
 		p.op = OP_ATOMIC;
 		p.window = window;
@@ -763,6 +812,8 @@ static void run_initiator(const int *ops, int nops, size_t max_size,
 	xsend(&p, sizeof(p));
 	if (all_rails)
 		check_all_rails_used();
+	if (expect_rails)
+		check_rails_used(expect_rails);
 }
 
 /* The socketpair stays connected; libfabric sees the namespace's NICs. */
@@ -802,11 +853,12 @@ int main(int argc, char **argv)
 {
 	int ops[4] = { 0, 1, 2, 3 }, nops = 4, window = 16, raw = 0, c;
 	int iters = 1, sv[2], status, all_rails = 0;
-	char *netns = NULL;
+	char *netns = NULL, *target_env[8];
+	int ntarget_env = 0;
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:C")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -842,8 +894,18 @@ int main(int argc, char **argv)
 		case 'C':
 			compact_name = 1;
 			break;
+		case 'E':
+			if (ntarget_env == 8 || !strchr(optarg, '='))
+				die("-E VAR=VALUE, at most 8");
+			target_env[ntarget_env++] = optarg;
+			break;
+		case 'L':
+			expect_rails = strtoul(optarg, NULL, 16);
+			if (!expect_rails)
+				die("-L wants a non-zero hex mask");
+			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
@@ -858,6 +920,9 @@ int main(int argc, char **argv)
 	role = pid ? "initiator" : "target";
 	if (netns)
 		enter_netns(netns, !pid);
+	/* before the first fi_getinfo: the provider reads its knobs then */
+	for (c = 0; !pid && c < ntarget_env; c++)
+		putenv(target_env[c]);
 	alarm(600);
 	setup(raw);
 	exchange_keys(raw);

@@ -24,6 +24,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include "mrl_stripe.h"
+#include "mrl_topo.h"
 
 #define MRL_PROV_NAME	"multirail"
 #define MRL_VERSION	FI_VERSION(0, 1)
@@ -58,6 +59,8 @@ struct mrl_params {
 	int rail_depth;		/* chunks in flight per rail */
 	size_t rail_bytes;	/* bytes in flight per rail */
 	char *policy;
+	char *topo_xml;		/* hwloc XML instead of this host */
+	int rails_per_gpu;	/* 0: every rail of the closest class */
 };
 extern struct mrl_params mrl_params;
 
@@ -144,6 +147,8 @@ struct mrl_domain {
 	struct mrl_raw_map *raw_maps;	/* fi_mr_map_raw results */
 	size_t nraw_maps;
 	enum mrl_policy policy;
+	struct mrl_loc rail_loc[MRL_MAX_RAILS];
+	int rails_located;		/* rails with a known place */
 };
 
 int mrl_domain_open(struct fid_fabric *fabric, struct fi_info *info,
@@ -158,6 +163,7 @@ struct mrl_mr {
 	struct fid_mr *core[MRL_MAX_RAILS];
 	void *core_desc[MRL_MAX_RAILS];
 	enum fi_hmem_iface iface;
+	uint32_t near_mask;		/* rails nearest the buffer; 0: any */
 	struct mrl_list link;
 };
 
@@ -203,6 +209,7 @@ struct mrl_key_entry {
 	uint64_t asked_ns;		/* PENDING: when we asked */
 	int nrails;
 	uint64_t keys[MRL_MAX_RAILS];
+	uint32_t near_mask;		/* target's rails nearest it; 0: any */
 	struct mrl_key_entry *next;
 };
 enum { MRL_KEY_PENDING = 1, MRL_KEY_VALID, MRL_KEY_INVALID };
@@ -468,6 +475,20 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						struct mrl_peer *peer,
 						uint64_t key);
 void mrl_peer_free(struct mrl_peer *peer);
+
+/* ---- locality (mrl_locality.c) ------------------------------------------ */
+
+struct mrl_topo *mrl_locality_topo(void);
+void mrl_locality_fini(void);
+const char *mrl_rail_topo_name(const char *rail);
+void mrl_rail_core_name(const char *rail, char *out, size_t len);
+int mrl_locality_rails(char *const *rails, int n, struct mrl_loc *locs);
+uint32_t mrl_locality_mem_mask(const struct mrl_loc *locs, int n, int known,
+			       enum fi_hmem_iface iface, int cuda_dev,
+			       const void *buf, size_t len);
+uint32_t mrl_locality_process_mask(const struct mrl_loc *locs, int n,
+				   int known, bool gpu_app, char *why,
+				   size_t len);
 
 /* ---- helpers ----------------------------------------------------------------- */
 

@@ -35,10 +35,16 @@ struct mrl_ctrl_msg {
 	uint64_t key;
 	int32_t status;
 	uint16_t nrails;
-	uint16_t reserved;
+	uint16_t flags;
 	/* addrlen bytes of the sender's address, then nrails keys */
 	uint8_t payload[];
 };
+
+/*
+ * KEY_RESP: the last key slot is the mask of the target's rails nearest
+ * the registration (0: no preference), so the initiator can pair rails.
+ */
+#define MRL_CTRL_F_NEAR	0x1
 
 static void *ctrl_desc(struct mrl_ep *ep)
 {
@@ -175,7 +181,7 @@ static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
 	msg->key = key;
 	msg->status = status;
 	msg->nrails = nkeys;
-	msg->reserved = 0;
+	msg->flags = type == MRL_CTRL_KEY_RESP && nkeys ? MRL_CTRL_F_NEAR : 0;
 	memcpy(msg->payload, ep->name, ep->namelen);
 	if (nkeys)
 		memcpy(msg->payload + ep->namelen, keys,
@@ -266,13 +272,14 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key)
 {
 	struct mrl_mr *mr = mrl_mr_find(ep->domain, key);
-	uint64_t keys[MRL_MAX_RAILS];
+	uint64_t keys[MRL_MAX_RAILS + 1];
 	int r, n = 0;
 
 	if (mr) {
 		n = ep->domain->nrails;
 		for (r = 0; r < n; r++)
 			keys[r] = fi_mr_key(mr->core[r]);
+		keys[n++] = mr->near_mask;
 	}
 	send_ctrl(ep, peer, MRL_CTRL_KEY_RESP, key, mr ? 0 : -FI_ENOKEY,
 		  keys, n);
@@ -283,7 +290,7 @@ static void take_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 {
 	struct mrl_key_entry *e = find_key(peer, msg->key);
 	const uint8_t *p = msg->payload + msg->addrlen;
-	int r;
+	int r, n;
 
 	if (!e)
 		return;
@@ -291,7 +298,20 @@ static void take_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 		e->state = MRL_KEY_INVALID;
 		return;
 	}
-	e->nrails = msg->nrails < MRL_MAX_RAILS ? msg->nrails : MRL_MAX_RAILS;
+	n = msg->nrails;
+	e->near_mask = 0;
+	if (msg->flags & MRL_CTRL_F_NEAR) {
+		uint64_t near;
+
+		n--;
+		memcpy(&near, p + n * sizeof(uint64_t), sizeof(near));
+		e->near_mask = (uint32_t) near;
+	}
+	if (!n) {
+		e->state = MRL_KEY_INVALID;
+		return;
+	}
+	e->nrails = n < MRL_MAX_RAILS ? n : MRL_MAX_RAILS;
 	for (r = 0; r < e->nrails; r++)
 		memcpy(&e->keys[r], p + r * sizeof(uint64_t), sizeof(uint64_t));
 	e->state = MRL_KEY_VALID;

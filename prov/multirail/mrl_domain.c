@@ -144,6 +144,33 @@ static void domain_attrs(struct mrl_domain *dom)
 	dom->policy = parse_policy(mrl_params.policy);
 }
 
+/*
+ * Where the rails are, so that registrations can name the rails nearest
+ * their memory.  Rails that cannot be placed (lo, veths, a VM without PCI
+ * information) leave every rail in use, which is said once.
+ */
+static void locate_rails(struct mrl_domain *dom, char **names)
+{
+	char busid[MRL_TOPO_BUSID_LEN];
+	int i;
+
+	dom->rails_located = mrl_locality_rails(names, dom->nrails,
+						dom->rail_loc);
+	if (!dom->rails_located) {
+		MRL_INFO(FI_LOG_DOMAIN, "locality of the rails unknown (%s%s "
+			 "not in the topology, or no PCI information): every "
+			 "rail for all memory\n", mrl_rail_topo_name(names[0]),
+			 dom->nrails > 1 ? ", ..." : "");
+		return;
+	}
+	for (i = 0; i < dom->nrails; i++) {
+		mrl_topo_loc_busid(&dom->rail_loc[i], busid, sizeof(busid));
+		MRL_INFO(FI_LOG_DOMAIN, "rail %d (%s): PCI %s, NUMA node %d\n",
+			 i, mrl_rail_topo_name(names[i]), busid,
+			 dom->rail_loc[i].numa);
+	}
+}
+
 int mrl_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		    struct fid_domain **domain, void *context)
 {
@@ -167,11 +194,15 @@ int mrl_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	if (ret)
 		goto err;
 	for (i = 0; names[i]; i++) {
+		char core[256];
+
 		dom->nrails = i + 1;
-		ret = open_rail(dom, i, names[i]);
+		mrl_rail_core_name(names[i], core, sizeof(core));
+		ret = open_rail(dom, i, core);
 		if (ret)
 			goto err;
 	}
+	locate_rails(dom, names);
 	mrl_free_names(names);
 	names = NULL;
 	domain_attrs(dom);

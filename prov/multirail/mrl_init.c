@@ -351,17 +351,20 @@ static void *build_addr(const struct fi_info **rails, int n,
 	return hdr;
 }
 
-static int build_info(const struct fi_info *all, const struct fi_info *first,
-		      const struct fi_info *hints, const char *core_name,
-		      const char *entry, uint64_t flags,
-		      struct fi_info **info)
+/* The rails of one fi_info: the core entries and our names for them. */
+struct rail_set {
+	int n;
+	const struct fi_info *core[MRL_MAX_RAILS];
+	char name[MRL_MAX_RAILS][256];		/* "core[@topo]" */
+};
+
+static int collect_rails(const struct fi_info *all, const struct fi_info *first,
+			 const struct fi_info *hints, const char *core_name,
+			 uint64_t flags, struct rail_set *set)
 {
-	const struct fi_info *rails[MRL_MAX_RAILS];
-	struct fi_info *fi;
-	char **names = NULL, dom[4096] = "";
-	size_t len = 0;
+	char **names = NULL, core[256];
 	uint32_t format;
-	int n = 0, i, ret, max = mrl_params.max_rails;
+	int i, ret, max = mrl_params.max_rails;
 
 	ret = rail_names(all, (flags & FI_SOURCE) ? first : NULL, hints,
 			 &names);
@@ -370,28 +373,54 @@ static int build_info(const struct fi_info *all, const struct fi_info *first,
 	format = first ? first->addr_format : all->addr_format;
 	if (max < 1 || max > MRL_MAX_RAILS)
 		max = MRL_MAX_RAILS;
-	for (i = 0; names[i] && n < max; i++) {
-		rails[n] = (!n && first && !strcmp(dom_name(first), names[i])) ?
-			   first : find_domain(all, names[i], format);
-		if (!rails[n]) {
+	set->n = 0;
+	for (i = 0; names[i] && set->n < max; i++) {
+		const struct fi_info *fi;
+
+		mrl_rail_core_name(names[i], core, sizeof(core));
+		fi = (!set->n && first && !strcmp(dom_name(first), core)) ?
+		     first : find_domain(all, core, format);
+		if (!fi) {
 			MRL_WARN(FI_LOG_CORE, "rail '%s': no %s domain of that "
-				 "name with RDM and RMA\n", names[i], core_name);
+				 "name with RDM and RMA\n", core, core_name);
 			mrl_free_names(names);
 			return -FI_ENODATA;
 		}
-		if (rails[n]->src_addrlen != rails[0]->src_addrlen) {
+		if (set->n && fi->src_addrlen != set->core[0]->src_addrlen) {
 			MRL_WARN(FI_LOG_CORE, "rail '%s' skipped: address length "
-				 "differs from rail 0\n", names[i]);
+				 "differs from rail 0\n", core);
 			continue;
 		}
-		len += snprintf(dom + len, sizeof(dom) - len, "%s%s",
-				n ? "+" : "", names[i]);
-		n++;
+		set->core[set->n] = fi;
+		snprintf(set->name[set->n], sizeof(set->name[0]), "%s",
+			 names[i]);
+		set->n++;
 	}
 	mrl_free_names(names);
-	if (!n)
+	if (!set->n)
 		return -FI_ENODATA;
+	return 0;
+}
 
+/* One fi_info over the rails of set that are in mask. */
+static int make_entry(const struct rail_set *set, uint32_t mask,
+		      const struct fi_info *first, const struct fi_info *hints,
+		      const char *core_name, const char *entry, uint64_t flags,
+		      struct fi_info **info)
+{
+	const struct fi_info *rails[MRL_MAX_RAILS];
+	char dom[MRL_MAX_RAILS * 260] = "";
+	struct fi_info *fi;
+	size_t len = 0;
+	int n = 0, i;
+
+	for (i = 0; i < set->n; i++) {
+		if (!(mask & (1u << i)))
+			continue;
+		rails[n++] = set->core[i];
+		len += snprintf(dom + len, sizeof(dom) - len, "%s%s",
+				len ? "+" : "", set->name[i]);
+	}
 	fi = fi_allocinfo();
 	if (!fi)
 		return -FI_ENOMEM;
@@ -415,6 +444,66 @@ static int build_info(const struct fi_info *all, const struct fi_info *first,
 	}
 	*info = fi;
 	return 0;
+}
+
+/*
+ * The rails nearest this process (its GPU or NUMA node), when they are
+ * fewer than all: that entry goes first, so a program that takes the
+ * first fi_info gets the right NICs.  Not for addressed queries, whose
+ * rail 0 is the NIC the address names.
+ */
+static uint32_t near_process(const struct rail_set *set,
+			     const struct fi_info *first,
+			     const struct fi_info *hints)
+{
+	char *names[MRL_MAX_RAILS + 1] = { NULL };
+	struct mrl_loc locs[MRL_MAX_RAILS];
+	char why[64] = "";
+	uint32_t mask;
+	int i, known;
+
+	if (first)
+		return 0;
+	for (i = 0; i < set->n; i++)
+		names[i] = (char *) set->name[i];
+	known = mrl_locality_rails(names, set->n, locs);
+	mask = mrl_locality_process_mask(locs, set->n, known,
+					 hints && (hints->caps & FI_HMEM),
+					 why, sizeof(why));
+	if (mask)
+		MRL_INFO(FI_LOG_CORE, "first entry: the rails nearest %s "
+			 "(mask 0x%x of %d)\n", why, mask, set->n);
+	return mask;
+}
+
+static int build_info(const struct fi_info *all, const struct fi_info *first,
+		      const struct fi_info *hints, const char *core_name,
+		      const char *entry, uint64_t flags,
+		      struct fi_info **info)
+{
+	struct rail_set *set = calloc(1, sizeof(*set));
+	struct fi_info *near = NULL;
+	uint32_t mask;
+	int ret;
+
+	if (!set)
+		return -FI_ENOMEM;
+	ret = collect_rails(all, first, hints, core_name, flags, set);
+	if (ret)
+		goto out;
+	ret = make_entry(set, set->n >= 32 ? ~0u : (1u << set->n) - 1, first,
+			 hints, core_name, entry, flags, info);
+	if (ret)
+		goto out;
+	mask = near_process(set, first, hints);
+	if (mask && !make_entry(set, mask, first, hints, core_name, entry,
+				flags, &near)) {
+		near->next = *info;
+		*info = near;
+	}
+out:
+	free(set);
+	return ret;
 }
 
 static bool hints_ok(const struct fi_info *hints)
@@ -487,7 +576,8 @@ static void mrl_define_params(void)
 {
 	fi_param_define(&mrl_prov, "rails", FI_PARAM_STRING,
 		"Comma list of core domain names to use as rails, in order; a "
-		"name may repeat (lo,lo,lo,lo: four rails on loopback). "
+		"name may repeat (lo,lo,lo,lo: four rails on loopback), and "
+		"lo@NIC places a rail where the topology has NIC. "
 		"Default: every domain of the core except lo.");
 	fi_param_define(&mrl_prov, "max_rails", FI_PARAM_INT,
 		"Most rails to use (default 32).");
@@ -508,6 +598,18 @@ static void mrl_define_params(void)
 	fi_param_define(&mrl_prov, "policy", FI_PARAM_STRING,
 		"auto (small ops rotate over rails, large ops split), split "
 		"(every op over all rails) or roundrobin (whole ops rotate).");
+	fi_param_define(&mrl_prov, "topo_xml", FI_PARAM_STRING,
+		"hwloc XML topology to place rails, GPUs and NUMA nodes in, "
+		"instead of this host's (testing without the hardware).");
+	fi_param_define(&mrl_prov, "rails_per_gpu", FI_PARAM_INT,
+		"Most rails for memory on one GPU (default 0: every rail "
+		"of the closest class).");
+	fi_param_define(&mrl_prov, "gpu", FI_PARAM_INT,
+		"The GPU this process uses, for the order of fi_getinfo's "
+		"entries (default: CUDA's current device, for FI_HMEM users).");
+	fi_param_define(&mrl_prov, "gpu_pci", FI_PARAM_STRING,
+		"Comma list of GPU PCI bus ids replacing CUDA's devices "
+		"(device i is the i-th; testing without GPUs).");
 }
 
 static void mrl_read_params(void)
@@ -528,10 +630,14 @@ static void mrl_read_params(void)
 	if (!fi_param_get_size_t(&mrl_prov, "rail_bytes", &sz) && sz)
 		mrl_params.rail_bytes = sz;
 	fi_param_get_str(&mrl_prov, "policy", &mrl_params.policy);
+	fi_param_get_str(&mrl_prov, "topo_xml", &mrl_params.topo_xml);
+	if (!fi_param_get_int(&mrl_prov, "rails_per_gpu", &i) && i >= 0)
+		mrl_params.rails_per_gpu = i;
 }
 
 static void mrl_cleanup(void)
 {
+	mrl_locality_fini();
 }
 
 struct fi_provider mrl_prov = {

@@ -156,6 +156,12 @@ int mrl_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 		return -FI_ENOMEM;
 	mr->domain = dom;
 	mr->iface = attr->iface;
+	mr->near_mask = mrl_locality_mem_mask(dom->rail_loc, dom->nrails,
+					      dom->rails_located, attr->iface,
+					      attr->iface == FI_HMEM_CUDA ?
+					      attr->device.cuda : -1,
+					      attr->mr_iov[0].iov_base,
+					      attr->mr_iov[0].iov_len);
 	mrl_list_init(&mr->link);
 
 	for (i = 0; i < dom->nrails; i++) {

@@ -45,6 +45,7 @@ struct rma_slot {
 	uint64_t key;			/* the user's key */
 	int key_rails;			/* rails keys[] covers */
 	uint64_t keys[MRL_MAX_RAILS];
+	uint32_t local_near;		/* rails nearest our buffer; 0: any */
 };
 
 static struct rma_slot *slot_of(struct mrl_op *op)
@@ -173,7 +174,7 @@ void mrl_rma_op_done(void *owner, struct mrl_op *op, int err)
 
 /* The rails' keys for (peer, key), and how many rails can use them. */
 static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
-			uint64_t key, uint64_t *keys)
+			uint64_t key, uint64_t *keys, uint32_t *remote_near)
 {
 	struct mrl_domain *dom = ep->domain;
 	const struct mrl_key_entry *entry;
@@ -202,6 +203,8 @@ static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 		n = entry->nrails < peer->nrails ? entry->nrails : peer->nrails;
 		for (r = 0; r < n; r++)
 			keys[r] = entry->keys[r];
+		if (remote_near)
+			*remote_near = entry->near_mask;
 		return n;
 	}
 	/* Until the target told us its other keys: rail 0 alone. */
@@ -214,7 +217,7 @@ int mrl_rma_key0(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
 		 uint64_t *key0)
 {
 	uint64_t keys[MRL_MAX_RAILS];
-	int ret = resolve_keys(ep, peer, key, keys);
+	int ret = resolve_keys(ep, peer, key, keys, NULL);
 
 	if (ret < 0)
 		return ret;
@@ -281,19 +284,30 @@ static int stripe_rails(struct mrl_ep *ep, struct mrl_peer *peer, int known)
 	return peer->nrails;
 }
 
-static uint32_t pick_rails(struct mrl_ep *ep, int nrails, size_t len,
+/* The k-th rail (counting from 0) of mask. */
+static int nth_rail(uint32_t mask, unsigned int k)
+{
+	int r;
+
+	for (r = 0; r < 32; r++) {
+		if ((mask & (1u << r)) && !k--)
+			return r;
+	}
+	return 0;
+}
+
+static uint32_t pick_rails(struct mrl_ep *ep, uint32_t use, size_t len,
 			   size_t *chunk)
 {
 	enum mrl_policy policy = ep->domain->policy;
+	int nrails = __builtin_popcount(use);
 	size_t per_rail;
-	int rail;
 
 	if (nrails == 1 || policy == MRL_POLICY_ROUNDROBIN ||
 	    (policy == MRL_POLICY_AUTO && len < ep->stripe_min)) {
-		rail = ep->rr_next++ % nrails;
 		*chunk = len > ep->domain->core_max_msg ?
 			 ep->domain->core_max_msg : (len ? len : 1);
-		return 1u << rail;
+		return 1u << nth_rail(use, ep->rr_next++ % nrails);
 	}
 	/*
 	 * A mid-size op while every rail is busy goes whole to the rail that
@@ -302,10 +316,10 @@ static uint32_t pick_rails(struct mrl_ep *ep, int nrails, size_t len,
 	 * more, are split.
 	 */
 	if (policy == MRL_POLICY_AUTO && len < nrails * ep->chunk_size &&
-	    mrl_engine_rails_busy(&ep->engine, mask_of(nrails))) {
+	    mrl_engine_rails_busy(&ep->engine, use)) {
 		*chunk = len > ep->domain->core_max_msg ?
 			 ep->domain->core_max_msg : len;
-		return mask_of(nrails);
+		return use;
 	}
 	/* Enough chunks that every rail gets some, none over chunk_size. */
 	per_rail = (len + nrails - 1) / nrails;
@@ -313,14 +327,37 @@ static uint32_t pick_rails(struct mrl_ep *ep, int nrails, size_t len,
 	*chunk = per_rail < ep->chunk_size ? per_rail : ep->chunk_size;
 	if (*chunk > ep->domain->core_max_msg)
 		*chunk = ep->domain->core_max_msg;
-	return mask_of(nrails);
+	return use;
+}
+
+/*
+ * Locality: the rails nearest both our buffer and the target's, else
+ * nearest ours (the local PCIe path is the one we control), else the
+ * target's; within the rails that reach the peer, or all of those.
+ */
+static uint32_t near_rails(uint32_t local, uint32_t remote, uint32_t reach)
+{
+	uint32_t use = local & remote & reach;
+
+	if (!use)
+		use = local & reach;
+	if (!use)
+		use = remote & reach;
+	return use ? use : reach;
+}
+
+static uint32_t local_near(const struct mrl_rma_args *a)
+{
+	const struct mrl_mr *mr = a->count && a->desc ? a->desc[0] : NULL;
+
+	return mr ? mr->near_mask : 0;
 }
 
 static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
 	size_t len = mrl_iov_len(a->iov, a->count), chunk;
 	struct mrl_rma_req *req;
-	uint32_t rails;
+	uint32_t rails, remote_near = 0;
 	struct rma_slot *slot;
 	struct mrl_peer *peer;
 	int nrails;
@@ -341,9 +378,11 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 		return -FI_EAGAIN;
 	}
 	slot = mrl_container_of(req, struct rma_slot, req);
-	nrails = resolve_keys(ep, peer, a->rma_iov->key, slot->keys);
+	nrails = resolve_keys(ep, peer, a->rma_iov->key, slot->keys,
+			      &remote_near);
 	if (nrails < 0)
 		return nrails;
+	slot->local_near = local_near(a);
 	slot->key = a->rma_iov->key;
 	slot->key_rails = nrails;
 	ep->rma_free = req->next_free;
@@ -368,8 +407,9 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	 * mrl_rma_keys_learned then opens the rest to the chunks not yet
 	 * posted, so an op started early does not stay on one rail.
 	 */
-	rails = pick_rails(ep, stripe_rails(ep, peer, nrails), len, &chunk);
-	rails &= mask_of(nrails);
+	rails = near_rails(slot->local_near, remote_near,
+			   mask_of(stripe_rails(ep, peer, nrails)));
+	rails = pick_rails(ep, rails, len, &chunk) & mask_of(nrails);
 	mrl_op_prepare(&ep->engine, &req->op, rails ? rails : 1u, chunk);
 	mrl_engine_submit(&ep->engine, &req->op);
 	return 0;
@@ -501,7 +541,7 @@ static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 		ret = -FI_EINVAL;
 		goto out;
 	}
-	ret = resolve_keys(ep, peer, key, keys);
+	ret = resolve_keys(ep, peer, key, keys, NULL);
 	if (ret < 0)
 		goto out;
 	ret = with_data ?
@@ -566,7 +606,8 @@ static void widen_op(struct mrl_op *op, void *arg)
 	slot->key_rails = n;
 	/* a striped op was cut for all rails; a single-rail op keeps its rail */
 	if (op->chunk_size < op->len)
-		op->rail_mask = mask_of(n);
+		op->rail_mask = near_rails(slot->local_near,
+					   kl->entry->near_mask, mask_of(n));
 }
 
 /* The target's keys behind one of ours arrived: ops waiting may spread. */

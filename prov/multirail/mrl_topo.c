@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include <hwloc.h>
@@ -14,6 +16,7 @@
 
 struct mrl_topo {
 	hwloc_topology_t topo;
+	bool from_xml;
 };
 
 static int errno_ret(void)
@@ -47,10 +50,18 @@ int mrl_topo_open(struct mrl_topo **out, const char *xml_path)
 		}
 		hwloc_topology_set_io_types_filter(t->topo,
 						   HWLOC_TYPE_FILTER_KEEP_ALL);
+		/*
+		 * The file stands for this host: where a buffer's pages or
+		 * this thread are is still asked of the kernel, and read as
+		 * the file's NUMA node of the same number.
+		 */
+		hwloc_topology_set_flags(t->topo,
+					 HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
 	} else {
 		hwloc_topology_set_io_types_filter(t->topo,
 					HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
 	}
+	t->from_xml = xml_path != NULL;
 	errno = 0;
 	if (hwloc_topology_load(t->topo)) {
 		ret = errno_ret();
@@ -482,8 +493,14 @@ int mrl_topo_thread_numa(struct mrl_topo *topo)
 	hwloc_nodeset_t nodes = hwloc_bitmap_alloc();
 	int node = -1;
 
+	/*
+	 * On a file's topology an unbound thread (every CPU of this host)
+	 * would read as bound to whichever node holds those CPU numbers.
+	 */
 	if (cpus && nodes &&
-	    !hwloc_get_cpubind(topo->topo, cpus, HWLOC_CPUBIND_THREAD)) {
+	    !hwloc_get_cpubind(topo->topo, cpus, HWLOC_CPUBIND_THREAD) &&
+	    !(topo->from_xml &&
+	      hwloc_bitmap_weight(cpus) >= sysconf(_SC_NPROCESSORS_ONLN))) {
 		hwloc_cpuset_to_nodeset(topo->topo, cpus, nodes);
 		node = single_node(nodes);
 	}
