@@ -74,6 +74,8 @@ expect_first "GPU 4" "$(plus "$G4")" "$p5" FI_MULTIRAIL_RAILS=$G0,$G4 \
 expect_first "GPU 0, 2 rails per GPU" "lo@rdmap79s0+lo@rdmap80s0" "$p5" \
 	FI_MULTIRAIL_RAILS=$G0,$G4 FI_MULTIRAIL_GPU=0 \
 	FI_MULTIRAIL_GPU_PCI=$PCI FI_MULTIRAIL_RAILS_PER_GPU=2
+# (a container's cpuset reads as a binding)
+[ "$(nproc)" = "$(nproc --all)" ] &&
 expect_first "no GPU, not bound" "$(plus "$G0,$G4")" "$p5" \
 	FI_MULTIRAIL_RAILS=$G0,$G4
 if [ "$(nproc)" -gt 1 ]; then
