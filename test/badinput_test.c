@@ -225,6 +225,10 @@ static void open_objects(void)
 	fi_freeinfo(hints);
 	if (!strstr(info->fabric_attr->prov_name, "multirail"))
 		die("got provider %s", info->fabric_attr->prov_name);
+	/* fabtests take FI_AV_TABLE as "my one peer is fi_addr 0" */
+	if (info->domain_attr->av_type != FI_AV_UNSPEC)
+		die("av_type %d offered unasked, FI_AV_UNSPEC due",
+		    info->domain_attr->av_type);
 	CHK(fi_fabric(info->fabric_attr, &fabric, NULL));
 	CHK(fi_domain(fabric, info, &domain, NULL));
 	CHK(fi_av_open(domain, &av_attr, &av, NULL));
