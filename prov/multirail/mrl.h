@@ -424,6 +424,11 @@ void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context, uint64_t flags,
 		   size_t len, int err, uint64_t data);
 struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep);
 void mrl_msg_req_put(struct mrl_ep *ep, struct mrl_msg_req *req);
+struct mrl_msg_req *mrl_msg_req_start(struct mrl_ep *ep, void *context,
+				      uint64_t flags, uint64_t kind, size_t len,
+				      uint64_t *core_flags);
+ssize_t mrl_msg_req_posted(struct mrl_ep *ep, struct mrl_msg_req *req,
+			   ssize_t ret);
 void mrl_msg_complete(struct mrl_ep *ep, struct mrl_msg_req *req,
 		      const struct fi_cq_tagged_entry *comp, fi_addr_t src,
 		      int err, const struct fi_cq_err_entry *err_entry);
@@ -437,8 +442,8 @@ int mrl_rma_init(struct mrl_ep *ep);
 void mrl_rma_fini(struct mrl_ep *ep);
 int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk);
 void mrl_rma_op_done(void *owner, struct mrl_op *op, int err);
-int mrl_rma_key0(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
-		 uint64_t *key0);
+int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
+		     fi_addr_t *addr, uint64_t *key0);
 extern struct fi_ops_atomic mrl_atomic_ops;
 int mrl_query_atomic(struct fid_domain *domain, enum fi_datatype datatype,
 		     enum fi_op op, struct fi_atomic_attr *attr,

@@ -62,26 +62,19 @@ static uint64_t completion_flags(enum atomic_kind kind)
 static int core_target(struct mrl_ep *ep, const struct fi_msg_atomic *msg,
 		       fi_addr_t *addr, struct fi_rma_ioc *rma)
 {
-	struct mrl_peer *peer;
 	size_t i;
 	int ret;
 
-	if (msg->rma_iov_count > MRL_IOV_LIMIT ||
-	    (msg->rma_iov_count && !msg->rma_iov)) {
-		MRL_WARN(FI_LOG_EP_DATA, "%zu remote iocs, at most %d\n",
+	if (!msg->rma_iov_count || msg->rma_iov_count > MRL_IOV_LIMIT ||
+	    !msg->rma_iov) {
+		MRL_WARN(FI_LOG_EP_DATA, "%zu remote iocs, 1 to %d\n",
 			 msg->rma_iov_count, MRL_IOV_LIMIT);
 		return -FI_EINVAL;
 	}
-	peer = mrl_av_peer(ep->av, msg->addr);
-	if (!peer) {
-		MRL_WARN(FI_LOG_EP_DATA, "fi_addr %lu not in the AV\n",
-			 (unsigned long) msg->addr);
-		return -FI_EINVAL;
-	}
-	*addr = peer->core_addr[0];
 	for (i = 0; i < msg->rma_iov_count; i++) {
 		rma[i] = msg->rma_iov[i];
-		ret = mrl_rma_key0(ep, peer, msg->rma_iov[i].key, &rma[i].key);
+		ret = mrl_rail0_target(ep, msg->addr, msg->rma_iov[i].key,
+				       addr, &rma[i].key);
 		if (ret)
 			return ret;
 	}
@@ -103,12 +96,7 @@ static ssize_t post(struct mrl_ep *ep, enum atomic_kind kind,
 	ssize_t ret;
 
 	mrl_lock(ep->domain);
-	ret = ep->enabled ? 0 : -FI_EOPBADSTATE;
-	if (ret)
-		MRL_WARN(FI_LOG_EP_DATA, "endpoint not enabled\n");
-	if (!ret)
-		ret = check_iocs("source", &src,
-				 local_mr && !(flags & FI_INJECT));
+	ret = check_iocs("source", &src, local_mr && !(flags & FI_INJECT));
 	if (!ret && cmp)
 		ret = check_iocs("compare", cmp, local_mr);
 	if (!ret && res)
@@ -117,18 +105,12 @@ static ssize_t post(struct mrl_ep *ep, enum atomic_kind kind,
 		ret = core_target(ep, msg, &m.addr, rma);
 	if (ret)
 		goto out;
-	req = mrl_msg_req_get(ep);
+	req = mrl_msg_req_start(ep, msg->context, flags | ep->tx_op_flags,
+				completion_flags(kind), 0, &flags);
 	if (!req) {
-		mrl_ep_progress(ep);
 		ret = -FI_EAGAIN;
 		goto out;
 	}
-	flags |= ep->tx_op_flags;
-	req->context = msg->context;
-	req->flags = flags | completion_flags(kind);
-	req->len = 0;
-	/* We need every core completion to release the request. */
-	flags = (flags | FI_COMPLETION) & ~FI_INJECT_COMPLETE;
 
 	core_descs(&src, src_desc);
 	m.desc = src_desc;
@@ -152,13 +134,44 @@ static ssize_t post(struct mrl_ep *ep, enum atomic_kind kind,
 					   (struct fi_ioc *) res->iov, res_desc,
 					   res->count, flags);
 	}
-	if (ret)
-		mrl_msg_req_put(ep, req);
-	if (ret == -FI_EAGAIN)
-		mrl_ep_progress(ep);
+	ret = mrl_msg_req_posted(ep, req, ret);
 out:
 	mrl_unlock(ep->domain);
 	return ret;
+}
+
+static size_t ioc_count(const struct fi_ioc *iov, size_t count)
+{
+	size_t n = 0, i;
+
+	for (i = 0; iov && i < count; i++)
+		n += iov[i].count;
+	return n;
+}
+
+/*
+ * The non-msg calls: one remote ioc, as many elements as the result
+ * (FI_ATOMIC_READ has no source), else as the source holds.
+ */
+static ssize_t post_simple(struct fid_ep *ep, enum atomic_kind kind,
+			   const struct fi_ioc *iov, void **desc, size_t count,
+			   const struct atomic_iocs *cmp,
+			   const struct atomic_iocs *res, fi_addr_t dest,
+			   uint64_t addr, uint64_t key,
+			   enum fi_datatype datatype, enum fi_op op,
+			   void *context)
+{
+	struct fi_rma_ioc rma = {
+		addr, res ? ioc_count(res->iov, res->count) :
+			    ioc_count(iov, count), key
+	};
+	struct fi_msg_atomic msg = {
+		.msg_iov = iov, .desc = desc, .iov_count = count,
+		.addr = dest, .rma_iov = &rma, .rma_iov_count = 1,
+		.datatype = datatype, .op = op, .context = context,
+	};
+
+	return post(to_ep(ep), kind, &msg, cmp, res, 0);
 }
 
 /* ---- write ------------------------------------------------------------- */
@@ -175,17 +188,8 @@ static ssize_t mrl_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
 			   enum fi_datatype datatype, enum fi_op op,
 			   void *context)
 {
-	struct fi_rma_ioc rma = { addr, 0, key };
-	struct fi_msg_atomic msg = {
-		.msg_iov = iov, .desc = desc, .iov_count = count,
-		.addr = dest, .rma_iov = &rma, .rma_iov_count = 1,
-		.datatype = datatype, .op = op, .context = context,
-	};
-	size_t i;
-
-	for (i = 0; iov && i < count; i++)
-		rma.count += iov[i].count;
-	return mrl_atomicmsg(ep, &msg, 0);
+	return post_simple(ep, ATOMIC_WRITE, iov, desc, count, NULL, NULL,
+			   dest, addr, key, datatype, op, context);
 }
 
 static ssize_t mrl_atomic(struct fid_ep *ep, const void *buf, size_t count,
@@ -206,23 +210,16 @@ static ssize_t mrl_atomic_inject(struct fid_ep *ep_fid, const void *buf,
 				 enum fi_op op)
 {
 	struct mrl_ep *ep = to_ep(ep_fid);
-	struct mrl_peer *peer;
+	fi_addr_t caddr;
 	uint64_t key0;
 	ssize_t ret;
 
 	mrl_lock(ep->domain);
-	peer = ep->enabled ? mrl_av_peer(ep->av, dest) : NULL;
-	if (!peer) {
-		MRL_WARN(FI_LOG_EP_DATA, "inject atomic: endpoint not enabled "
-			 "or fi_addr %lu unknown\n", (unsigned long) dest);
-		ret = -FI_EINVAL;
-		goto out;
-	}
-	ret = mrl_rma_key0(ep, peer, key, &key0);
+	ret = mrl_rail0_target(ep, dest, key, &caddr, &key0);
 	if (ret)
 		goto out;
-	ret = fi_inject_atomic(ep->rails[0].ep, buf, count,
-			       peer->core_addr[0], addr, key0, datatype, op);
+	ret = fi_inject_atomic(ep->rails[0].ep, buf, count, caddr, addr, key0,
+			       datatype, op);
 	if (!ret)
 		mrl_cntr_inc(ep->cntr_write);
 	else if (ret == -FI_EAGAIN)
@@ -252,19 +249,10 @@ static ssize_t mrl_fetch_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
 				 enum fi_datatype datatype, enum fi_op op,
 				 void *context)
 {
-	struct fi_rma_ioc rma = { addr, 0, key };
-	struct fi_msg_atomic msg = {
-		.msg_iov = iov, .desc = desc, .iov_count = count,
-		.addr = dest, .rma_iov = &rma, .rma_iov_count = 1,
-		.datatype = datatype, .op = op, .context = context,
-	};
-	size_t i;
+	struct atomic_iocs res = { resultv, result_desc, result_count };
 
-	/* FI_ATOMIC_READ has no source: the result decides the count */
-	for (i = 0; resultv && i < result_count; i++)
-		rma.count += resultv[i].count;
-	return mrl_fetch_atomicmsg(ep, &msg, resultv, result_desc,
-				   result_count, 0);
+	return post_simple(ep, ATOMIC_FETCH, iov, desc, count, NULL, &res,
+			   dest, addr, key, datatype, op, context);
 }
 
 static ssize_t mrl_fetch_atomic(struct fid_ep *ep, const void *buf,
@@ -307,19 +295,11 @@ static ssize_t mrl_compare_atomicv(struct fid_ep *ep,
 				   enum fi_datatype datatype, enum fi_op op,
 				   void *context)
 {
-	struct fi_rma_ioc rma = { addr, 0, key };
-	struct fi_msg_atomic msg = {
-		.msg_iov = iov, .desc = desc, .iov_count = count,
-		.addr = dest, .rma_iov = &rma, .rma_iov_count = 1,
-		.datatype = datatype, .op = op, .context = context,
-	};
-	size_t i;
+	struct atomic_iocs cmp = { comparev, compare_desc, compare_count };
+	struct atomic_iocs res = { resultv, result_desc, result_count };
 
-	for (i = 0; iov && i < count; i++)
-		rma.count += iov[i].count;
-	return mrl_compare_atomicmsg(ep, &msg, comparev, compare_desc,
-				     compare_count, resultv, result_desc,
-				     result_count, 0);
+	return post_simple(ep, ATOMIC_COMPARE, iov, desc, count, &cmp, &res,
+			   dest, addr, key, datatype, op, context);
 }
 
 static ssize_t mrl_compare_atomic(struct fid_ep *ep, const void *buf,

@@ -90,6 +90,42 @@ static int fence(struct mrl_ep *ep, struct mrl_peer *peer)
 	return ret;
 }
 
+/*
+ * A request for one op passed through whole on rail 0 (a message or an
+ * atomic), completed by mrl_msg_complete: NULL, after progressing, when
+ * none is free.  flags are the user's and the op's defaults, kind the
+ * op's class (FI_SEND|FI_MSG, FI_ATOMIC|FI_READ...); *core_flags is what
+ * to post with.
+ */
+struct mrl_msg_req *mrl_msg_req_start(struct mrl_ep *ep, void *context,
+				      uint64_t flags, uint64_t kind, size_t len,
+				      uint64_t *core_flags)
+{
+	struct mrl_msg_req *req = mrl_msg_req_get(ep);
+
+	if (!req) {
+		mrl_ep_progress(ep);
+		return NULL;
+	}
+	req->context = context;
+	req->flags = flags | kind;
+	req->len = len;
+	/* We need every core completion to release the request. */
+	*core_flags = (flags | FI_COMPLETION) & ~FI_INJECT_COMPLETE;
+	return req;
+}
+
+/* After the core post: a refused op gives its request back. */
+ssize_t mrl_msg_req_posted(struct mrl_ep *ep, struct mrl_msg_req *req,
+			   ssize_t ret)
+{
+	if (ret)
+		mrl_msg_req_put(ep, req);
+	if (ret == -FI_EAGAIN)
+		mrl_ep_progress(ep);
+	return ret;
+}
+
 static ssize_t post(struct mrl_ep *ep, const struct msg_args *a)
 {
 	struct fid_ep *core = ep->rails[0].ep;
@@ -109,21 +145,18 @@ static ssize_t post(struct mrl_ep *ep, const struct msg_args *a)
 		ret = fence(ep, peer);
 	if (ret)
 		goto out;
-	req = mrl_msg_req_get(ep);
+	req = mrl_msg_req_start(ep, a->context,
+				a->flags | (a->tx ? ep->tx_op_flags :
+						    ep->rx_op_flags),
+				(a->tx ? FI_SEND : FI_RECV) |
+				(a->tagged ? FI_TAGGED : FI_MSG),
+				mrl_iov_len(a->iov, a->count), &flags);
 	if (!req) {
-		mrl_ep_progress(ep);
 		ret = -FI_EAGAIN;
 		goto out;
 	}
 	for (i = 0; i < a->count; i++)
 		desc[i] = mrl_desc_rail(a->desc ? a->desc[i] : NULL, 0);
-	flags = a->flags | (a->tx ? ep->tx_op_flags : ep->rx_op_flags);
-	req->context = a->context;
-	req->flags = flags | (a->tx ? FI_SEND : FI_RECV) |
-		     (a->tagged ? FI_TAGGED : FI_MSG);
-	req->len = mrl_iov_len(a->iov, a->count);
-	/* We need every core completion to release the request. */
-	flags = (flags | FI_COMPLETION) & ~FI_INJECT_COMPLETE;
 
 	if (a->tagged) {
 		struct fi_msg_tagged m = {
@@ -142,10 +175,7 @@ static ssize_t post(struct mrl_ep *ep, const struct msg_args *a)
 		ret = a->tx ? fi_sendmsg(core, &m, flags) :
 			      fi_recvmsg(core, &m, flags);
 	}
-	if (ret)
-		mrl_msg_req_put(ep, req);
-	if (ret == -FI_EAGAIN)
-		mrl_ep_progress(ep);
+	ret = mrl_msg_req_posted(ep, req, ret);
 out:
 	mrl_unlock(ep->domain);
 	return ret;

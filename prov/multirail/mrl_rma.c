@@ -212,20 +212,31 @@ static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 	return 1;
 }
 
-/* Rail 0's key for key at peer: what whole-op passthroughs (atomics) use. */
-int mrl_rma_key0(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
-		 uint64_t *key0)
+/*
+ * Rail 0's address for dest and rail 0's key for key: what ops sent whole
+ * on rail 0 (injects, atomics) use.  Domain locked.
+ */
+int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
+		     fi_addr_t *addr, uint64_t *key0)
 {
 	uint64_t keys[MRL_MAX_RAILS];
-	int ret = resolve_keys(ep, peer, key, keys, NULL);
+	struct mrl_peer *peer;
+	int ret;
 
-	if (ret < 0)
-		return ret;
-	if (!ret) {
-		MRL_WARN(FI_LOG_EP_DATA, "key 0x%lx reaches no rail\n",
-			 (unsigned long) key);
+	if (!ep->enabled) {
+		MRL_WARN(FI_LOG_EP_DATA, "endpoint not enabled\n");
+		return -FI_EOPBADSTATE;
+	}
+	peer = mrl_av_peer(ep->av, dest);
+	if (!peer) {
+		MRL_WARN(FI_LOG_EP_DATA, "fi_addr %lu not in the AV\n",
+			 (unsigned long) dest);
 		return -FI_EINVAL;
 	}
+	ret = resolve_keys(ep, peer, key, keys, NULL);
+	if (ret < 0)
+		return ret;
+	*addr = peer->core_addr[0];
 	*key0 = keys[0];
 	return 0;
 }
@@ -524,8 +535,8 @@ static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 			    uint64_t addr, uint64_t key)
 {
 	struct mrl_ep *ep = to_ep(ep_fid);
-	struct mrl_peer *peer;
-	uint64_t keys[MRL_MAX_RAILS];
+	fi_addr_t caddr;
+	uint64_t key0;
 	ssize_t ret;
 
 	if (len > ep->domain->inject_size) {
@@ -534,21 +545,13 @@ static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 		return -FI_EINVAL;
 	}
 	mrl_lock(ep->domain);
-	peer = ep->enabled ? mrl_av_peer(ep->av, dest) : NULL;
-	if (!peer) {
-		MRL_WARN(FI_LOG_EP_DATA, "inject: endpoint not enabled or "
-			 "fi_addr %lu unknown\n", (unsigned long) dest);
-		ret = -FI_EINVAL;
-		goto out;
-	}
-	ret = resolve_keys(ep, peer, key, keys, NULL);
-	if (ret < 0)
+	ret = mrl_rail0_target(ep, dest, key, &caddr, &key0);
+	if (ret)
 		goto out;
 	ret = with_data ?
-	      fi_inject_writedata(ep->rails[0].ep, buf, len, data,
-				  peer->core_addr[0], addr, keys[0]) :
-	      fi_inject_write(ep->rails[0].ep, buf, len, peer->core_addr[0],
-			      addr, keys[0]);
+	      fi_inject_writedata(ep->rails[0].ep, buf, len, data, caddr, addr,
+				  key0) :
+	      fi_inject_write(ep->rails[0].ep, buf, len, caddr, addr, key0);
 	if (!ret)
 		mrl_cntr_inc(ep->cntr_write);
 	else if (ret == -FI_EAGAIN)
