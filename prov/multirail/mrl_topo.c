@@ -471,17 +471,34 @@ static int single_node(hwloc_const_nodeset_t set)
 	return hwloc_bitmap_weight(set) == 1 ? hwloc_bitmap_first(set) : -1;
 }
 
-/* -1 unless every page of the area is on one node (untouched: unknown). */
+/*
+ * -1 unless the area's pages are on one node (untouched: unknown).  Asking
+ * for every page would make the kernel walk a many-GiB registration page
+ * by page; a few pages spread over the area tell the node as well.
+ */
+#define MRL_TOPO_PAGE_SAMPLES	16
+
 int mrl_topo_buffer_numa(struct mrl_topo *topo, const void *buf, size_t len)
 {
 	hwloc_nodeset_t set = hwloc_bitmap_alloc();
+	hwloc_nodeset_t page = hwloc_bitmap_alloc();
+	size_t step = len / MRL_TOPO_PAGE_SAMPLES, off = 0;
 	int node = -1;
 
-	if (!set)
-		return -1;
-	if (!hwloc_get_area_memlocation(topo->topo, buf, len ? len : 1, set,
-					HWLOC_MEMBIND_BYNODESET))
-		node = single_node(set);
+	if (!set || !page)
+		goto out;
+	do {
+		hwloc_bitmap_zero(page);
+		if (hwloc_get_area_memlocation(topo->topo, (const char *) buf +
+					       off, 1, page,
+					       HWLOC_MEMBIND_BYNODESET))
+			goto out;
+		hwloc_bitmap_or(set, set, page);
+		off += step;
+	} while (step && off < len);
+	node = single_node(set);
+out:
+	hwloc_bitmap_free(page);
 	hwloc_bitmap_free(set);
 	return node;
 }
