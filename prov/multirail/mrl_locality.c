@@ -151,7 +151,7 @@ uint32_t mrl_locality_mem_mask(const struct mrl_loc *locs, int n, int known,
 	struct mrl_topo *t = mrl_locality_topo();
 	int node;
 
-	if (!t || !known)
+	if (!t || !known || n < 2)
 		return 0;
 	if (iface == FI_HMEM_CUDA)
 		return gpu_mask(cuda_dev, locs, n);
