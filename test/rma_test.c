@@ -332,6 +332,42 @@ static void check_core_ops(const struct plan *p, uint64_t before)
 		    (unsigned long) max);
 }
 
+/*
+ * Initiator: the ops completed; sync through the provider, as applications
+ * do (a send after RMA), then learn the target's verdict.
+ */
+static void sync_done(void)
+{
+	char ack;
+
+	wait_ctx(&sctx, send_retrying(cbuf, 1, &sctx));
+	xsend("d", 1);
+	wait_oob_progressing();
+	if (xrecv(&ack, 1) != 1 || ack != 'k')
+		die("target reported a failure");
+}
+
+/* Target: buffer prepared; post the sync receive, tell the initiator. */
+static void target_ready(void)
+{
+	CHK(fi_recv(ep, cbuf + 32, 8, fi_mr_desc(cmr), FI_ADDR_UNSPEC, &rctx));
+	xsend("r", 1);
+}
+
+/*
+ * Target: the initiator's message and 'd' mean its ops completed: data is
+ * visible.  Keep progressing meanwhile: the cores here need the target to.
+ */
+static void target_wait_done(void)
+{
+	char msg;
+
+	wait_ctx(&rctx, 0);
+	wait_oob_progressing();
+	if (xrecv(&msg, 1) != 1 || msg != 'd')
+		die("expected 'd'");
+}
+
 static void initiator_case(const struct plan *p)
 {
 	uint64_t ops_before = mrl_ops ? core_ops(NULL, NULL) : 0;
@@ -400,12 +436,7 @@ static void initiator_case(const struct plan *p)
 				    p->size, i, bad);
 		}
 	}
-	/* Sync through the provider, as applications do: send after RMA. */
-	wait_ctx(&sctx, send_retrying(cbuf, 1, &sctx));
-	xsend("d", 1);
-	wait_oob_progressing();
-	if (xrecv(&ack, 1) != 1 || ack != 'k')
-		die("target reported a failure");
+	sync_done();
 	free(seen);
 }
 
@@ -575,11 +606,7 @@ static void atomic_case(const struct plan *p)
 			die("atomic read: element %d is %lu, expected %lu", j,
 			    (unsigned long) res[j], (unsigned long) want[j]);
 
-	wait_ctx(&sctx, send_retrying(cbuf, 1, &sctx));
-	xsend("d", 1);
-	wait_oob_progressing();
-	if (xrecv(&ack, 1) != 1 || ack != 'k')
-		die("target reported a failure");
+	sync_done();
 	free(seen);
 }
 
@@ -587,17 +614,12 @@ static void target_atomic_case(const struct plan *p)
 {
 	uint64_t want[ATOMIC_N];
 	size_t bad = 0;
-	char msg;
 	int j;
 
 	atomic_initial(p, (uint64_t *) buf);
 	memset(buf + sizeof(want), POISON, SLACK);
-	CHK(fi_recv(ep, cbuf + 32, 8, fi_mr_desc(cmr), FI_ADDR_UNSPEC, &rctx));
-	xsend("r", 1);
-	wait_ctx(&rctx, 0);
-	wait_oob_progressing();
-	if (xrecv(&msg, 1) != 1 || msg != 'd')
-		die("expected 'd'");
+	target_ready();
+	target_wait_done();
 	atomic_final(p, want);
 	for (j = 0; j < ATOMIC_N; j++) {
 		if (((uint64_t *) buf)[j] != want[j]) {
@@ -656,7 +678,6 @@ static void target_writedata(const struct plan *p)
 static void target_case(const struct plan *p)
 {
 	size_t span = p->window * slot(p), bad = 0;
-	char msg;
 	int i;
 
 	if (p->op == 3) {
@@ -666,18 +687,10 @@ static void target_case(const struct plan *p)
 	} else {
 		memset(buf, POISON, span + SLACK);
 	}
-	CHK(fi_recv(ep, cbuf + 32, 8, fi_mr_desc(cmr), FI_ADDR_UNSPEC, &rctx));
-	xsend("r", 1);
+	target_ready();
 	if (p->op == 2)
 		target_writedata(p);
-	/*
-	 * The initiator's 'd' means its ops completed: data is visible.  Keep
-	 * progressing meanwhile: the cores here need the target to progress.
-	 */
-	wait_ctx(&rctx, 0);
-	wait_oob_progressing();
-	if (xrecv(&msg, 1) != 1 || msg != 'd')
-		die("expected 'd'");
+	target_wait_done();
 	if (p->op != 3) {
 		for (i = 0; i < p->window; i++) {
 			char *s = buf + i * slot(p);
