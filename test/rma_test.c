@@ -710,6 +710,38 @@ static void target_case(const struct plan *p)
 		exit(1);
 }
 
+/*
+ * RAIL_UP: the initiator sends one control message on each rail r >= 1 an
+ * op to us may use, at its first op, so those rails connect early.  It
+ * reports the rails it sent on; each must have arrived here exactly once,
+ * and no other.  (It may still be in the core: progress, bounded.)
+ */
+static void check_rails_up_received(uint64_t sent_mask)
+{
+	struct fi_multirail_rail_stats st;
+	double end = now() + 5;
+	int r, n, bad;
+
+	if (!mrl_ops)
+		return;
+	n = mrl_ops->rail_count(ep);
+	do {
+		fi_cq_read(cq, NULL, 0);
+		for (r = 1, bad = -1; r < n && bad < 0; r++) {
+			CHK(mrl_ops->rail_stats(ep, r, &st));
+			if (st.ctrl_received != !!(sent_mask & (1ull << r)))
+				bad = r;
+		}
+	} while (bad >= 0 && now() < end);
+	if (bad >= 0) {
+		CHK(mrl_ops->rail_stats(ep, bad, &st));
+		die("rail %d: %lu control messages received, the initiator "
+		    "sent %d", bad, (unsigned long) st.ctrl_received,
+		    !!(sent_mask & (1ull << bad)));
+	}
+	printf("rails up: 0x%lx received\n", (unsigned long) sent_mask);
+}
+
 static void run_target(void)
 {
 	struct plan p;
@@ -723,6 +755,34 @@ static void run_target(void)
 		else
 			target_case(&p);
 	}
+	check_rails_up_received(p.seed);
+}
+
+/*
+ * The rails we sent RAIL_UP on (once each, to our one peer); every rail
+ * past 0 that carried RMA bytes must be one of them.
+ */
+static uint64_t rails_up_sent(void)
+{
+	struct fi_multirail_rail_stats st;
+	uint64_t mask = 0;
+	int r, n;
+
+	if (!mrl_ops)
+		return 0;
+	n = mrl_ops->rail_count(ep);
+	for (r = 1; r < n; r++) {
+		CHK(mrl_ops->rail_stats(ep, r, &st));
+		if (st.ctrl_sent > 1)
+			die("rail %d: %lu RAIL_UP sent to one peer", r,
+			    (unsigned long) st.ctrl_sent);
+		if (st.tx_bytes && !st.ctrl_sent)
+			die("rail %d carried RMA bytes but was never brought "
+			    "up", r);
+		if (st.ctrl_sent)
+			mask |= 1ull << r;
+	}
+	return mask;
 }
 
 static void check_all_rails_used(void)
@@ -822,6 +882,7 @@ static void run_initiator(const int *ops, int nops, size_t max_size,
 		}
 	}
 	memset(&p, 0, sizeof(p));
+	p.seed = rails_up_sent();
 	xsend(&p, sizeof(p));
 	if (all_rails)
 		check_all_rails_used();

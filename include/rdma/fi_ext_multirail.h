@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define FI_MULTIRAIL_EP_OPS "multirail_ep_ops_v1"
+#define FI_MULTIRAIL_EP_OPS "multirail_ep_ops_v2"
 
 struct fi_multirail_rail_stats {
 	char domain[64];	/* the core domain (NIC) of this rail */
@@ -24,6 +24,8 @@ struct fi_multirail_rail_stats {
 	uint64_t tx_bytes;	/* RMA bytes posted on this rail */
 	uint64_t bytes_completed;
 	uint64_t errors;
+	uint64_t ctrl_sent;	/* control messages sent on this rail */
+	uint64_t ctrl_received;
 };
 
 struct fi_multirail_ep_ops {

@@ -244,6 +244,8 @@ struct mrl_peer {
 	int peer_nrails;		/* rails the peer has */
 	bool partial;			/* full address not learned yet */
 	bool hello_sent;
+	uint32_t rails_up;		/* rails rails_up_ep sent RAIL_UP on */
+	struct mrl_ep *rails_up_ep;
 	bool visible;			/* inserted by the user */
 	fi_addr_t fi_addr;		/* user's handle, when visible */
 	fi_addr_t core_addr[MRL_MAX_RAILS];
@@ -361,14 +363,16 @@ struct mrl_rma_req {
 };
 
 #define MRL_CTRL_BUF_SIZE	4096
-#define MRL_CTRL_RX_COUNT	8
+#define MRL_CTRL_RX_COUNT	8	/* on rail 0 */
+#define MRL_CTRL_RAIL_RX_COUNT	2	/* on each other rail: RAIL_UP only */
 #define MRL_CTRL_TX_COUNT	16
 
 struct mrl_ctrl_buf {
 	struct mrl_req_hdr hdr;		/* must stay first */
 	struct mrl_ctrl_buf *next_free;	/* free list, or backlog order */
+	int rail;			/* receive: posted on; send: goes on */
 	size_t len;			/* backlogged send: its length */
-	fi_addr_t dest;			/* and its rail-0 destination */
+	fi_addr_t dest;			/* and its destination on rail */
 	uint8_t data[MRL_CTRL_BUF_SIZE];
 };
 
@@ -378,6 +382,8 @@ struct mrl_ep_rail {
 	struct fid_cntr *rcntr;		/* remote events, if asked for */
 	size_t addrlen;
 	uint64_t tx_ops, tx_bytes;	/* per-rail counters */
+	uint64_t ctrl_sent, ctrl_received;
+	struct fid_mr *ctrl_mr;		/* control buffers, FI_MR_LOCAL cores */
 };
 
 struct mrl_ep {
@@ -406,9 +412,9 @@ struct mrl_ep {
 	uint32_t rr_next;		/* round-robin rail for small ops */
 	size_t stripe_min, chunk_size;
 
-	/* control channel on rail 0 */
+	/* control channel: rail 0, and RAIL_UP on the others */
 	struct mrl_ctrl_buf *ctrl_bufs;
-	struct fid_mr *ctrl_mr;
+	size_t ctrl_nbufs;
 	struct mrl_ctrl_buf *ctrl_tx_free;
 	struct mrl_ctrl_buf *ctrl_backlog, **ctrl_backlog_tail;
 	bool compact_logged;		/* fi_getname gave rail 0 alone */
@@ -458,6 +464,7 @@ enum mrl_ctrl_type {
 	MRL_CTRL_HELLO_ACK,	/* here is mine */
 	MRL_CTRL_KEY_REQ,	/* give me your rails' keys for key */
 	MRL_CTRL_KEY_RESP,
+	MRL_CTRL_RAIL_UP,	/* sent on a rail to connect it; no answer */
 };
 
 int mrl_ctrl_init(struct mrl_ep *ep);
@@ -476,6 +483,8 @@ int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer);
 void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err);
 void mrl_fence_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
 int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer);
+void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
+		       uint32_t rails);
 const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						struct mrl_peer *peer,
 						uint64_t key);

@@ -1,11 +1,13 @@
 /*
- * Control channel: tagged messages with MRL_CTRL_TAG on rail 0.
+ * Control channel: tagged messages with MRL_CTRL_TAG on rail 0, and a
+ * RAIL_UP on each other rail at the first op to a peer.
  *
  * Every message carries the sender's full composite address, so the
  * receiver can answer a peer it has never been told about (it is added to
  * the AV as a hidden peer) and completes a partial address it holds.
  *   HELLO / HELLO_ACK   exchange full addresses (after a partial insert)
  *   KEY_REQ / KEY_RESP  the target's per-rail keys behind one of our keys
+ *   RAIL_UP             on rails 1..n-1: connects them early (no answer)
  * Nothing waits on these: until an answer comes, RMA uses rail 0 alone.
  * A send the core refuses for now (-FI_EAGAIN: rxm is still connecting,
  * say) waits in a backlog that progress drains in order, so no answer is
@@ -46,9 +48,11 @@ struct mrl_ctrl_msg {
  */
 #define MRL_CTRL_F_NEAR	0x1
 
-static void *ctrl_desc(struct mrl_ep *ep)
+static void *ctrl_desc(struct mrl_ep *ep, int rail)
 {
-	return ep->ctrl_mr ? fi_mr_desc(ep->ctrl_mr) : NULL;
+	struct fid_mr *mr = ep->rails[rail].ctrl_mr;
+
+	return mr ? fi_mr_desc(mr) : NULL;
 }
 
 static int post_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
@@ -56,19 +60,44 @@ static int post_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	int ret;
 
 	buf->hdr.kind = MRL_REQ_CTRL_RX;
-	ret = fi_trecv(ep->rails[0].ep, buf->data, MRL_CTRL_BUF_SIZE,
-		       ctrl_desc(ep), FI_ADDR_UNSPEC, MRL_CTRL_TAG, 0,
-		       &buf->hdr);
+	ret = fi_trecv(ep->rails[buf->rail].ep, buf->data, MRL_CTRL_BUF_SIZE,
+		       ctrl_desc(ep, buf->rail), FI_ADDR_UNSPEC, MRL_CTRL_TAG,
+		       0, &buf->hdr);
 	if (ret)
-		MRL_WARN(FI_LOG_EP_CTRL, "control receive: %s\n",
-			 fi_strerror(-ret));
+		MRL_WARN(FI_LOG_EP_CTRL, "rail %d: control receive: %s\n",
+			 buf->rail, fi_strerror(-ret));
 	return ret;
 }
 
+static int register_bufs(struct mrl_ep *ep)
+{
+	struct mrl_domain *dom = ep->domain;
+	int r, ret;
+
+	for (r = 0; r < ep->nrails; r++) {
+		ret = fi_mr_reg(dom->rails[r].domain, ep->ctrl_bufs,
+				ep->ctrl_nbufs * sizeof(*ep->ctrl_bufs),
+				FI_SEND | FI_RECV, 0, ~0ULL - 1 - r, 0,
+				&ep->rails[r].ctrl_mr, NULL);
+		if (ret) {
+			MRL_WARN(FI_LOG_EP_CTRL, "rail %d: control buffers: "
+				 "fi_mr_reg: %s\n", r, fi_strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Receives: MRL_CTRL_RX_COUNT on rail 0, which carries every exchange, and
+ * a few on each other rail for RAIL_UP (more queue in the core as
+ * unexpected messages until one is reposted).  Then the send buffers.
+ */
 int mrl_ctrl_init(struct mrl_ep *ep)
 {
 	struct mrl_domain *dom = ep->domain;
-	size_t n = MRL_CTRL_RX_COUNT + MRL_CTRL_TX_COUNT, i;
+	size_t nrx = MRL_CTRL_RX_COUNT +
+		     (size_t) (ep->nrails - 1) * MRL_CTRL_RAIL_RX_COUNT, i;
 	int ret;
 
 	if (!(dom->rails[0].info->caps & FI_TAGGED)) {
@@ -76,25 +105,24 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 			 "channel, so keys reach rail 0 only without FI_MR_RAW\n");
 		return 0;
 	}
-	ep->ctrl_bufs = calloc(n, sizeof(*ep->ctrl_bufs));
+	ep->ctrl_nbufs = nrx + MRL_CTRL_TX_COUNT;
+	ep->ctrl_bufs = calloc(ep->ctrl_nbufs, sizeof(*ep->ctrl_bufs));
 	if (!ep->ctrl_bufs)
 		return -FI_ENOMEM;
 	if (dom->core_mr_local) {
-		ret = fi_mr_reg(dom->rails[0].domain, ep->ctrl_bufs,
-				n * sizeof(*ep->ctrl_bufs), FI_SEND | FI_RECV,
-				0, ~0ULL - 1, 0, &ep->ctrl_mr, NULL);
-		if (ret) {
-			MRL_WARN(FI_LOG_EP_CTRL, "control buffers: fi_mr_reg: "
-				 "%s\n", fi_strerror(-ret));
+		ret = register_bufs(ep);
+		if (ret)
 			return ret;
-		}
 	}
-	for (i = 0; i < MRL_CTRL_RX_COUNT; i++) {
+	for (i = 0; i < nrx; i++) {
+		ep->ctrl_bufs[i].rail = i < MRL_CTRL_RX_COUNT ? 0 :
+			1 + (int) ((i - MRL_CTRL_RX_COUNT) /
+				   MRL_CTRL_RAIL_RX_COUNT);
 		ret = post_rx(ep, &ep->ctrl_bufs[i]);
 		if (ret)
 			return ret;
 	}
-	for (; i < n; i++) {
+	for (; i < ep->ctrl_nbufs; i++) {
 		ep->ctrl_bufs[i].hdr.kind = MRL_REQ_CTRL_TX;
 		ep->ctrl_bufs[i].next_free = ep->ctrl_tx_free;
 		ep->ctrl_tx_free = &ep->ctrl_bufs[i];
@@ -108,9 +136,13 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 /* After the core endpoints are closed: nothing refers to the buffers. */
 void mrl_ctrl_fini(struct mrl_ep *ep)
 {
-	if (ep->ctrl_mr)
-		fi_close(&ep->ctrl_mr->fid);
-	ep->ctrl_mr = NULL;
+	int r;
+
+	for (r = 0; r < ep->nrails; r++) {
+		if (ep->rails[r].ctrl_mr)
+			fi_close(&ep->rails[r].ctrl_mr->fid);
+		ep->rails[r].ctrl_mr = NULL;
+	}
 	free(ep->ctrl_bufs);
 	ep->ctrl_bufs = NULL;
 	ep->ctrl_enabled = false;
@@ -129,37 +161,60 @@ static void backlog_add(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	ep->ctrl_backlog_tail = &buf->next_free;
 }
 
-static ssize_t post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
-{
-	return fi_tsend(ep->rails[0].ep, buf->data, buf->len, ctrl_desc(ep),
-			buf->dest, MRL_CTRL_TAG, &buf->hdr);
-}
-
-/* Sends in order what the core refused before. */
-void mrl_ctrl_progress(struct mrl_ep *ep)
+static bool backlogged_on(struct mrl_ep *ep, int rail)
 {
 	struct mrl_ctrl_buf *buf;
+
+	for (buf = ep->ctrl_backlog; buf; buf = buf->next_free)
+		if (buf->rail == rail)
+			return true;
+	return false;
+}
+
+static ssize_t post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+{
 	ssize_t ret;
 
-	while ((buf = ep->ctrl_backlog)) {
-		ret = post_tx(ep, buf);
-		if (ret == -FI_EAGAIN)
-			return;
-		ep->ctrl_backlog = buf->next_free;
-		if (!ep->ctrl_backlog)
-			ep->ctrl_backlog_tail = &ep->ctrl_backlog;
+	ret = fi_tsend(ep->rails[buf->rail].ep, buf->data, buf->len,
+		       ctrl_desc(ep, buf->rail), buf->dest, MRL_CTRL_TAG,
+		       &buf->hdr);
+	if (!ret)
+		ep->rails[buf->rail].ctrl_sent++;
+	return ret;
+}
+
+/*
+ * Sends what the core refused before, in order on each rail: a rail still
+ * connecting holds back its own messages, not those of the others.
+ */
+void mrl_ctrl_progress(struct mrl_ep *ep)
+{
+	struct mrl_ctrl_buf **pos = &ep->ctrl_backlog, *buf;
+	uint32_t blocked = 0;
+	ssize_t ret;
+
+	while ((buf = *pos)) {
+		ret = (blocked & (1u << buf->rail)) ? -FI_EAGAIN :
+						       post_tx(ep, buf);
+		if (ret == -FI_EAGAIN) {
+			blocked |= 1u << buf->rail;
+			pos = &buf->next_free;
+			continue;
+		}
+		*pos = buf->next_free;
 		if (ret) {
-			MRL_WARN(FI_LOG_EP_CTRL, "control send: %s\n",
-				 fi_strerror((int) -ret));
+			MRL_WARN(FI_LOG_EP_CTRL, "rail %d: control send: %s\n",
+				 buf->rail, fi_strerror((int) -ret));
 			mrl_ctrl_tx_done(ep, buf);
 		}
 	}
+	ep->ctrl_backlog_tail = pos;
 }
 
 /* 0 when sent or backlogged; -FI_EAGAIN only when every buffer is taken. */
-static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
-		     uint64_t key, int status, const uint64_t *keys,
-		     int nkeys)
+static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
+		   int type, uint64_t key, int status, const uint64_t *keys,
+		   int nkeys)
 {
 	struct mrl_ctrl_buf *buf = ep->ctrl_tx_free;
 	struct mrl_ctrl_msg *msg;
@@ -187,9 +242,10 @@ static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
 		memcpy(msg->payload + ep->namelen, keys,
 		       nkeys * sizeof(uint64_t));
 	buf->len = len;
-	buf->dest = peer->core_addr[0];
+	buf->rail = rail;
+	buf->dest = peer->core_addr[rail];
 
-	if (ep->ctrl_backlog) {
+	if (backlogged_on(ep, rail)) {
 		backlog_add(ep, buf);
 		return 0;
 	}
@@ -199,11 +255,48 @@ static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
 		return 0;
 	}
 	if (ret) {
-		MRL_WARN(FI_LOG_EP_CTRL, "control send: %s\n",
+		MRL_WARN(FI_LOG_EP_CTRL, "rail %d: control send: %s\n", rail,
 			 fi_strerror((int) -ret));
 		mrl_ctrl_tx_done(ep, buf);
 	}
 	return (int) ret;
+}
+
+static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
+		     uint64_t key, int status, const uint64_t *keys,
+		     int nkeys)
+{
+	return send_on(ep, peer, 0, type, key, status, keys, nkeys);
+}
+
+/*
+ * Bring a peer's rails up before chunks need them.  A core like rxm
+ * connects on the first send to a peer and sets up an endpoint's transmit
+ * buffers on its first transmit: tens of milliseconds per rail.  Left to
+ * the chunks, that happens rail after rail once the target's keys are
+ * known, while the op waits.  A RAIL_UP on every rail the op may use, sent
+ * with the op's first chunk on rail 0, lets the rails connect in parallel
+ * with the key exchange.  One endpoint per peer does this (the one that
+ * first reached it); others connect as their chunks arrive.
+ */
+void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
+		       uint32_t rails)
+{
+	uint32_t todo;
+	int r;
+
+	if (!ep->ctrl_enabled || peer->partial ||
+	    (peer->rails_up_ep && peer->rails_up_ep != ep))
+		return;
+	todo = rails & ~peer->rails_up & ~1u;
+	for (r = 1; todo && r < peer->nrails; r++) {
+		if (!(todo & (1u << r)))
+			continue;
+		if (send_on(ep, peer, r, MRL_CTRL_RAIL_UP, 0, 0, NULL, 0))
+			break;		/* no buffer now: the next op retries */
+		peer->rails_up |= 1u << r;
+		peer->rails_up_ep = ep;
+	}
 }
 
 int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer)
@@ -347,6 +440,8 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 	case MRL_CTRL_KEY_RESP:
 		take_keys(ep, peer, msg);
 		break;
+	case MRL_CTRL_RAIL_UP:
+		break;		/* its arrival was the point */
 	default:
 		MRL_WARN(FI_LOG_EP_CTRL, "control message type %d unknown\n",
 			 msg->type);
@@ -357,6 +452,7 @@ void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len)
 {
 	if (!len)	/* cancelled at close, or failed: leave it */
 		return;
+	ep->rails[buf->rail].ctrl_received++;
 	handle(ep, (const struct mrl_ctrl_msg *) buf->data, len);
 	post_rx(ep, buf);
 }

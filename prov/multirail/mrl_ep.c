@@ -689,6 +689,8 @@ static int ext_rail_stats(struct fid_ep *ep_fid, int rail,
 		sizeof(stats->domain) - 1);
 	stats->tx_ops = ep->rails[rail].tx_ops;
 	stats->tx_bytes = ep->rails[rail].tx_bytes;
+	stats->ctrl_sent = ep->rails[rail].ctrl_sent;
+	stats->ctrl_received = ep->rails[rail].ctrl_received;
 	if (ep->enabled) {
 		rc = &ep->engine.rail[rail];
 		stats->bytes_completed = rc->bytes_completed;

@@ -420,6 +420,7 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	 */
 	rails = near_rails(slot->local_near, remote_near,
 			   mask_of(stripe_rails(ep, peer, nrails)));
+	mrl_ctrl_rails_up(ep, peer, rails);
 	rails = pick_rails(ep, rails, len, &chunk) & mask_of(nrails);
 	mrl_op_prepare(&ep->engine, &req->op, rails ? rails : 1u, chunk);
 	mrl_engine_submit(&ep->engine, &req->op);
