@@ -596,7 +596,7 @@ static void mrl_define_params(void)
 		"Most bytes in flight on one rail; the next chunk goes to the "
 		"rail that drains first (default 2097152).");
 	fi_param_define(&mrl_prov, "policy", FI_PARAM_STRING,
-		"auto (small ops rotate over rails, large ops split), split "
+		"auto (small ops to the least busy rail, large ops split), split "
 		"(every op over all rails) or roundrobin (whole ops rotate).");
 	fi_param_define(&mrl_prov, "topo_xml", FI_PARAM_STRING,
 		"hwloc XML topology to place rails, GPUs and NUMA nodes in, "

@@ -193,6 +193,13 @@ static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 			keys[r] = map->keys[r];
 		return n;
 	}
+	/*
+	 * A peer reached on one rail has nothing to tell: rail 0's key is in
+	 * the user's key.  Not asking also spares the target its first send,
+	 * which costs a core like rxm tens of ms of buffer setup mid-transfer.
+	 */
+	if (peer->nrails == 1 && !peer->partial)
+		goto rail0;
 	entry = mrl_ctrl_key_lookup(ep, peer, key);
 	if (entry && entry->state == MRL_KEY_INVALID) {
 		MRL_WARN(FI_LOG_EP_DATA, "key 0x%lx: the target has no such "
@@ -208,6 +215,7 @@ static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 		return n;
 	}
 	/* Until the target told us its other keys: rail 0 alone. */
+rail0:
 	keys[0] = dom->key_has_gen ? (key & 0xffffffffu) : key;
 	return 1;
 }
@@ -314,22 +322,25 @@ static uint32_t pick_rails(struct mrl_ep *ep, uint32_t use, size_t len,
 	int nrails = __builtin_popcount(use);
 	size_t per_rail;
 
-	if (nrails == 1 || policy == MRL_POLICY_ROUNDROBIN ||
-	    (policy == MRL_POLICY_AUTO && len < ep->stripe_min)) {
+	if (nrails == 1 || policy == MRL_POLICY_ROUNDROBIN) {
 		*chunk = len > ep->domain->core_max_msg ?
 			 ep->domain->core_max_msg : (len ? len : 1);
 		return 1u << nth_rail(use, ep->rr_next++ % nrails);
 	}
 	/*
-	 * A mid-size op while every rail is busy goes whole to the rail that
-	 * drains first: cutting it would add per-chunk cost and no rail
-	 * would sit idle anyway.  Idle rails, or ops of a chunk per rail or
-	 * more, are split.
+	 * A small op, or a mid-size op while every rail is busy, goes whole
+	 * to the rail with the fewest bytes in flight (the engine picks it,
+	 * rotating among idle rails): cutting it would add per-chunk cost and
+	 * no rail would sit idle anyway, and a fixed rotation would hold
+	 * every rail to the pace of the slowest.  Idle rails, or ops of a
+	 * chunk per rail or more, are split.
 	 */
-	if (policy == MRL_POLICY_AUTO && len < nrails * ep->chunk_size &&
-	    mrl_engine_rails_busy(&ep->engine, use)) {
+	if (policy == MRL_POLICY_AUTO &&
+	    (len < ep->stripe_min ||
+	     (len < nrails * ep->chunk_size &&
+	      mrl_engine_rails_busy(&ep->engine, use)))) {
 		*chunk = len > ep->domain->core_max_msg ?
-			 ep->domain->core_max_msg : len;
+			 ep->domain->core_max_msg : (len ? len : 1);
 		return use;
 	}
 	/* Enough chunks that every rail gets some, none over chunk_size. */
