@@ -485,6 +485,7 @@ void mrl_fence_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
 int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer);
 void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 		       uint32_t rails);
+void mrl_ctrl_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
 const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						struct mrl_peer *peer,
 						uint64_t key);

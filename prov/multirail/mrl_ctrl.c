@@ -309,6 +309,15 @@ int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer)
 	return 0;
 }
 
+/* ep is closing: another endpoint may bring this peer's rails up. */
+void mrl_ctrl_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	if (peer->rails_up_ep == ep) {
+		peer->rails_up_ep = NULL;
+		peer->rails_up = 0;
+	}
+}
+
 static struct mrl_key_entry **bucket(struct mrl_peer *peer, uint64_t key)
 {
 	return &peer->keys[(key ^ (key >> 17) ^ (key >> 35)) %

@@ -640,8 +640,10 @@ static int mrl_ep_close(struct fid *fid)
 		if (cntrs[i])
 			mrl_cntr_detach(cntrs[i], ep);
 	if (ep->av) {
-		for (i = 0; i < (int) ep->av->nall; i++)
+		for (i = 0; i < (int) ep->av->nall; i++) {
 			mrl_fence_forget_ep(ep, ep->av->all[i]);
+			mrl_ctrl_forget_ep(ep, ep->av->all[i]);
+		}
 		ep->av->ep = NULL;
 	}
 	mrl_unlock(ep->domain);
