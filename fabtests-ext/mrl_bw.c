@@ -89,6 +89,7 @@ static struct {
 	size_t window;
 	size_t iters;		/* 0 = automatic */
 	size_t warmup;
+	double warmup_secs;	/* keep warming up at least this long */
 	bool verify;
 	char *csv;
 	char *label;
@@ -943,6 +944,44 @@ static long run_ops(size_t size, size_t count, double stop_at, double hard_deadl
 	return (long)posted;
 }
 
+/* Most warm-up ops of one size: what the target must be ready to see. */
+#define WARMUP_MAX_OPS	1000000
+
+static size_t warmup_cap(void)
+{
+	if (!opt.warmup || opt.warmup_secs <= 0)
+		return opt.warmup;
+	return opt.warmup > WARMUP_MAX_OPS ? opt.warmup : WARMUP_MAX_OPS;
+}
+
+/*
+ * -w ops, then, with -U, more rounds of ops until -U seconds have passed:
+ * a provider's first contact with a peer (connections, buffer setup: tens
+ * of ms per rail with tcp;ofi_rxm) then stays out of the timed phase, for
+ * every system alike.  Returns the ops done, at most cap, or < 0.
+ */
+static long warm_up(size_t size, size_t cap)
+{
+	double start = now();
+	size_t round = opt.warmup > opt.window ? opt.warmup : opt.window;
+	long done = 0, n;
+
+	if (!cap)
+		return 0;
+	do {
+		size_t want = (size_t) done < opt.warmup ? opt.warmup - done : round;
+
+		if (want > cap - (size_t) done)
+			want = cap - (size_t) done;
+		n = run_ops(size, want, start + opt.max_secs, start + 2 * opt.max_secs);
+		if (n < 0)
+			return n;
+		done += n;
+	} while ((size_t) done < cap && now() - start < opt.warmup_secs &&
+		 now() - start < opt.max_secs);
+	return done;
+}
+
 static size_t auto_iters(size_t size)
 {
 	size_t n = DEFAULT_BYTES / size;
@@ -1003,7 +1042,7 @@ static int run_client(void)
 	for (i = 0; i < opt.nsizes; i++) {
 		size = opt.sizes[i];
 		iters = opt.iters ? opt.iters : auto_iters(size);
-		warmup = opt.warmup;
+		warmup = warmup_cap();
 
 		if (opt.verify) {
 			if (opt.op == OP_READ)
@@ -1019,13 +1058,9 @@ static int run_client(void)
 			return -1;
 		}
 
-		double start = now();
-		wdone = 0;
-		if (warmup) {
-			wdone = run_ops(size, warmup, start + opt.max_secs, start + 2 * opt.max_secs);
-			if (wdone < 0)
-				return -1;
-		}
+		wdone = warm_up(size, warmup);
+		if (wdone < 0)
+			return -1;
 		t0 = now();
 		done = run_ops(size, iters, t0 + opt.max_secs, t0 + 2 * opt.max_secs);
 		if (done < 0)
@@ -1257,6 +1292,7 @@ static void usage(const char *prog)
 		"  -I N          timed iterations per size (default ~256 MiB per size,\n"
 		"                %lu..%lu)\n"
 		"  -w N          warmup operations per size (default 10)\n"
+		"  -U SECS       and keep warming up until SECS have passed (default 0)\n"
 		"  -v            verify data (target checks after each size; read: initiator)\n"
 		"  -c FILE       append CSV rows label,op,size,iters,seconds,MBps,Gbps\n"
 		"  -L LABEL      label for the CSV rows\n"
@@ -1274,7 +1310,7 @@ int main(int argc, char **argv)
 	opt.sizes[0] = 4UL << 20;
 	opt.nsizes = 1;
 
-	while ((c = getopt(argc, argv, "p:d:s:BP:o:S:W:I:w:vc:L:T:qh")) != -1) {
+	while ((c = getopt(argc, argv, "p:d:s:BP:o:S:W:I:w:U:vc:L:T:qh")) != -1) {
 		switch (c) {
 		case 'p': opt.prov = optarg; break;
 		case 'd': opt.domain = optarg; break;
@@ -1300,6 +1336,7 @@ int main(int argc, char **argv)
 		case 'W': opt.window = strtoul(optarg, NULL, 0); break;
 		case 'I': opt.iters = strtoul(optarg, NULL, 0); break;
 		case 'w': opt.warmup = strtoul(optarg, NULL, 0); break;
+		case 'U': opt.warmup_secs = atof(optarg); break;
 		case 'v': opt.verify = true; break;
 		case 'c': opt.csv = optarg; break;
 		case 'L': opt.label = optarg; break;
@@ -1354,8 +1391,9 @@ int main(int argc, char **argv)
 		ret = exchange();
 	if (!ret) {
 		if (!opt.quiet && is_client())
-			printf("# initiator: op %s, window %zu, warmup %zu, %d size(s)%s\n",
-			       op_names[opt.op], opt.window, opt.warmup, opt.nsizes,
+			printf("# initiator: op %s, window %zu, warmup %zu ops and %.1f s, "
+			       "%d size(s)%s\n", op_names[opt.op], opt.window, opt.warmup,
+			       opt.warmup_secs, opt.nsizes,
 			       opt.verify ? ", verify" : "");
 		else if (!opt.quiet)
 			printf("# target: op %s (set by the initiator)%s\n", op_names[opt.op],
