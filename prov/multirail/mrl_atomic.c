@@ -220,10 +220,7 @@ static ssize_t mrl_atomic_inject(struct fid_ep *ep_fid, const void *buf,
 		goto out;
 	ret = fi_inject_atomic(ep->rails[0].ep, buf, count, caddr, addr, key0,
 			       datatype, op);
-	if (!ret)
-		mrl_cntr_inc(ep->cntr_write);
-	else if (ret == -FI_EAGAIN)
-		mrl_ep_progress(ep);
+	mrl_inject_posted(ep, ep->cntr_write, ret);
 out:
 	mrl_unlock(ep->domain);
 	return ret;

@@ -161,6 +161,32 @@ void mrl_ep_progress(struct mrl_ep *ep)
 	ep->in_progress = false;
 }
 
+/* ---- injects, passed whole to rail 0 ------------------------------------ */
+
+bool mrl_inject_fits(const struct mrl_ep *ep, size_t len)
+{
+	if (len <= ep->domain->inject_size)
+		return true;
+	MRL_WARN(FI_LOG_EP_DATA, "inject of %zu bytes > inject_size %zu\n",
+		 len, ep->domain->inject_size);
+	return false;
+}
+
+/*
+ * After the core's inject: no completion will follow, so the counter
+ * counts it now; a refusal progresses so that the caller's retry can pass.
+ * Domain locked.
+ */
+ssize_t mrl_inject_posted(struct mrl_ep *ep, struct mrl_cntr *cntr,
+			  ssize_t ret)
+{
+	if (!ret)
+		mrl_cntr_inc(cntr);
+	else if (ret == -FI_EAGAIN)
+		mrl_ep_progress(ep);
+	return ret;
+}
+
 /* ---- message request pool ---------------------------------------------- */
 
 struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep)

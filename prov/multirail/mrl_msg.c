@@ -310,11 +310,8 @@ static ssize_t inject(struct fid_ep *ep_fid, const void *buf, size_t len,
 		MRL_WARN(FI_LOG_EP_DATA, "tag bit 63 is reserved\n");
 		return -FI_EINVAL;
 	}
-	if (len > ep->domain->inject_size) {
-		MRL_WARN(FI_LOG_EP_DATA, "inject of %zu bytes > inject_size "
-			 "%zu\n", len, ep->domain->inject_size);
+	if (!mrl_inject_fits(ep, len))
 		return -FI_EINVAL;
-	}
 	mrl_lock(ep->domain);
 	ret = ep->enabled ? core_addr(ep, dest, true, &caddr, &peer) :
 	      -FI_EOPBADSTATE;
@@ -335,10 +332,7 @@ static ssize_t inject(struct fid_ep *ep_fid, const void *buf, size_t len,
 	default:
 		ret = fi_tinjectdata(core, buf, len, data, caddr, tag);
 	}
-	if (!ret)
-		mrl_cntr_inc(ep->cntr_send);
-	else if (ret == -FI_EAGAIN)
-		mrl_ep_progress(ep);
+	mrl_inject_posted(ep, ep->cntr_send, ret);
 out:
 	mrl_unlock(ep->domain);
 	return ret;

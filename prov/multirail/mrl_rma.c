@@ -551,11 +551,8 @@ static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 	uint64_t key0;
 	ssize_t ret;
 
-	if (len > ep->domain->inject_size) {
-		MRL_WARN(FI_LOG_EP_DATA, "inject of %zu bytes > inject_size "
-			 "%zu\n", len, ep->domain->inject_size);
+	if (!mrl_inject_fits(ep, len))
 		return -FI_EINVAL;
-	}
 	mrl_lock(ep->domain);
 	ret = mrl_rail0_target(ep, dest, key, &caddr, &key0);
 	if (ret)
@@ -564,10 +561,7 @@ static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 	      fi_inject_writedata(ep->rails[0].ep, buf, len, data, caddr, addr,
 				  key0) :
 	      fi_inject_write(ep->rails[0].ep, buf, len, caddr, addr, key0);
-	if (!ret)
-		mrl_cntr_inc(ep->cntr_write);
-	else if (ret == -FI_EAGAIN)
-		mrl_ep_progress(ep);
+	mrl_inject_posted(ep, ep->cntr_write, ret);
 out:
 	mrl_unlock(ep->domain);
 	return ret;
