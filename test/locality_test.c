@@ -10,30 +10,16 @@
  */
 #define _GNU_SOURCE	/* sched_getaffinity */
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "mrl.h"
+#include "check.h"
 
 struct fi_provider mrl_prov = { .name = "multirail" };
 struct mrl_params mrl_params;
-
-static int failures;
-
-static void check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s: ", ok ? "ok" : "FAIL");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	failures += !ok;
-}
 
 /* Rails 0-3: GPU0's NICs (node 0); rails 4-7: GPU4's (node 1). */
 static char *rails[9];
@@ -145,6 +131,7 @@ int main(void)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd))
 		printf("cannot remove %s\n", dir);
-	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
-	return failures ? 1 : 0;
+	printf("%s: %d failure(s)\n", check_failures ? "FAIL" : "PASS",
+	       check_failures);
+	return check_failures ? 1 : 0;
 }

@@ -5,7 +5,6 @@
  * are generated into a temporary directory from $srcdir.
  * Exit 0 pass, 1 fail, 77 skip.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,26 +14,13 @@
 
 #include "mrl_hmem.h"
 #include "mrl_topo.h"
+#include "check.h"
 
 #define P5_GPUS		8
 #define P5_NICS_PER_GPU	4
 #define P5_RAILS	(P5_GPUS * P5_NICS_PER_GPU)
 
-static int failures;
 static char fixture_dir[256];
-
-static void check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s: ", ok ? "ok" : "FAIL");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (!ok)
-		failures++;
-}
 
 static int make_fixtures(void)
 {
@@ -418,6 +404,7 @@ int main(int argc, char **argv)
 	test_hmem();
 	if (made)
 		remove_fixtures();
-	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
-	return failures ? 1 : 0;
+	printf("%s: %d failure(s)\n", check_failures ? "FAIL" : "PASS",
+	       check_failures);
+	return check_failures ? 1 : 0;
 }
