@@ -161,16 +161,6 @@ static void backlog_add(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	ep->ctrl_backlog_tail = &buf->next_free;
 }
 
-static bool backlogged_on(struct mrl_ep *ep, int rail)
-{
-	struct mrl_ctrl_buf *buf;
-
-	for (buf = ep->ctrl_backlog; buf; buf = buf->next_free)
-		if (buf->rail == rail)
-			return true;
-	return false;
-}
-
 static ssize_t post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	ssize_t ret;
@@ -211,7 +201,10 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
 	ep->ctrl_backlog_tail = pos;
 }
 
-/* 0 when sent or backlogged; -FI_EAGAIN only when every buffer is taken. */
+/*
+ * 0 when sent or queued (a core error is logged where the send is posted);
+ * -FI_EAGAIN only when every buffer is taken.
+ */
 static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 		   int type, uint64_t key, int status, const uint64_t *keys,
 		   int nkeys)
@@ -219,7 +212,6 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 	struct mrl_ctrl_buf *buf = ep->ctrl_tx_free;
 	struct mrl_ctrl_msg *msg;
 	size_t len;
-	ssize_t ret;
 
 	if (!ep->ctrl_enabled)
 		return -FI_ENOSYS;
@@ -245,21 +237,10 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 	buf->rail = rail;
 	buf->dest = peer->core_addr[rail];
 
-	if (backlogged_on(ep, rail)) {
-		backlog_add(ep, buf);
-		return 0;
-	}
-	ret = post_tx(ep, buf);
-	if (ret == -FI_EAGAIN) {
-		backlog_add(ep, buf);
-		return 0;
-	}
-	if (ret) {
-		MRL_WARN(FI_LOG_EP_CTRL, "rail %d: control send: %s\n", rail,
-			 fi_strerror((int) -ret));
-		mrl_ctrl_tx_done(ep, buf);
-	}
-	return (int) ret;
+	/* behind what still waits on this rail: each rail keeps its order */
+	backlog_add(ep, buf);
+	mrl_ctrl_progress(ep);
+	return 0;
 }
 
 static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
