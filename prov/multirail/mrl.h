@@ -296,7 +296,7 @@ struct mrl_cq {
 	struct mrl_domain *domain;
 	enum fi_cq_format format;
 	struct mrl_cq_entry *ring;
-	size_t size, head, tail;	/* head: next to read */
+	size_t size, head, tail;	/* size: 2^n; head: next to read */
 	struct mrl_list errs;
 	struct mrl_ep *eps[16];		/* endpoints to progress */
 	int neps;

@@ -10,6 +10,8 @@
 
 #include "mrl.h"
 
+#define MRL_CQ_MAX_SIZE	(1 << 24)
+
 static struct mrl_cq *to_cq(struct fid_cq *cq)
 {
 	return mrl_container_of(cq, struct mrl_cq, cq_fid);
@@ -43,7 +45,7 @@ static int cq_grow(struct mrl_cq *cq)
 	if (!ring)
 		return -FI_ENOMEM;
 	for (i = 0; i < n; i++)
-		ring[i] = cq->ring[(cq->head + i) % cq->size];
+		ring[i] = cq->ring[(cq->head + i) & (cq->size - 1)];
 	free(cq->ring);
 	cq->ring = ring;
 	cq->head = 0;
@@ -63,7 +65,7 @@ int mrl_cq_write(struct mrl_cq *cq, void *context, uint64_t flags, size_t len,
 		MRL_WARN(FI_LOG_CQ, "completion lost: out of memory\n");
 		return -FI_ENOMEM;
 	}
-	ce = &cq->ring[cq->tail++ % cq->size];
+	ce = &cq->ring[cq->tail++ & (cq->size - 1)];
 	ce->e.op_context = context;
 	ce->e.flags = flags;
 	ce->e.len = len;
@@ -173,7 +175,8 @@ static ssize_t mrl_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 		goto out;
 	}
 	for (n = 0; n < count && cq_count(cq); n++) {
-		struct mrl_cq_entry *ce = &cq->ring[cq->head++ % cq->size];
+		struct mrl_cq_entry *ce =
+			&cq->ring[cq->head++ & (cq->size - 1)];
 
 		copy_entry(cq, ce, (char *) buf + n * esz);
 		if (src_addr)
@@ -302,6 +305,7 @@ static struct fi_ops_cq mrl_cq_ops = {
 int mrl_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		struct fid_cq **cq_out, void *context)
 {
+	size_t want = attr && attr->size ? attr->size : 1024;
 	struct mrl_cq *cq;
 
 	if (attr && attr->wait_obj != FI_WAIT_NONE &&
@@ -314,12 +318,18 @@ int mrl_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		MRL_WARN(FI_LOG_CQ, "CQ format %d unknown\n", attr->format);
 		return -FI_EINVAL;
 	}
+	if (want > MRL_CQ_MAX_SIZE) {
+		MRL_WARN(FI_LOG_CQ, "CQ size %zu > %d\n", want, MRL_CQ_MAX_SIZE);
+		return -FI_EINVAL;
+	}
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return -FI_ENOMEM;
 	cq->domain = mrl_container_of(domain, struct mrl_domain, domain_fid);
 	cq->format = attr ? attr->format : FI_CQ_FORMAT_CONTEXT;
-	cq->size = attr && attr->size ? attr->size : 1024;
+	/* a power of two, so a ring index is a mask, not a division */
+	for (cq->size = 64; cq->size < want; cq->size *= 2)
+		;
 	cq->ring = calloc(cq->size, sizeof(*cq->ring));
 	if (!cq->ring) {
 		free(cq);

@@ -263,13 +263,12 @@ static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
 void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 		       uint32_t rails)
 {
-	uint32_t todo;
+	uint32_t todo = rails & ~peer->rails_up & ~1u;
 	int r;
 
-	if (!ep->ctrl_enabled || peer->partial ||
+	if (!todo || !ep->ctrl_enabled || peer->partial ||
 	    (peer->rails_up_ep && peer->rails_up_ep != ep))
 		return;
-	todo = rails & ~peer->rails_up & ~1u;
 	for (r = 1; todo && r < peer->nrails; r++) {
 		if (!(todo & (1u << r)))
 			continue;

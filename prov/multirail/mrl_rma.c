@@ -21,6 +21,7 @@ struct mrl_rma_args {
 	const struct iovec *iov;
 	void **desc;
 	size_t count;
+	size_t len;			/* of iov */
 	fi_addr_t addr;
 	const struct fi_rma_iov *rma_iov;
 	size_t rma_count;
@@ -249,9 +250,9 @@ int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 	return 0;
 }
 
-static int check_rma(struct mrl_ep *ep, const struct mrl_rma_args *a,
-		     size_t len)
+static int check_rma(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
+	size_t len = a->len;
 	size_t i;
 
 	if (!ep->enabled) {
@@ -315,16 +316,28 @@ static int nth_rail(uint32_t mask, unsigned int k)
 	return 0;
 }
 
+/* An op sent whole on one rail: one chunk, unless the core caps it. */
+static size_t whole_op_chunk(const struct mrl_ep *ep, size_t len)
+{
+	if (len > ep->domain->core_max_msg)
+		return ep->domain->core_max_msg;
+	return len ? len : 1;
+}
+
 static uint32_t pick_rails(struct mrl_ep *ep, uint32_t use, size_t len,
 			   size_t *chunk)
 {
 	enum mrl_policy policy = ep->domain->policy;
-	int nrails = __builtin_popcount(use);
 	size_t per_rail;
+	int nrails;
 
-	if (nrails == 1 || policy == MRL_POLICY_ROUNDROBIN) {
-		*chunk = len > ep->domain->core_max_msg ?
-			 ep->domain->core_max_msg : (len ? len : 1);
+	if (!(use & (use - 1))) {		/* one rail */
+		*chunk = whole_op_chunk(ep, len);
+		return use;
+	}
+	nrails = __builtin_popcount(use);
+	if (policy == MRL_POLICY_ROUNDROBIN) {
+		*chunk = whole_op_chunk(ep, len);
 		return 1u << nth_rail(use, ep->rr_next++ % nrails);
 	}
 	/*
@@ -339,8 +352,7 @@ static uint32_t pick_rails(struct mrl_ep *ep, uint32_t use, size_t len,
 	    (len < ep->stripe_min ||
 	     (len < nrails * ep->chunk_size &&
 	      mrl_engine_rails_busy(&ep->engine, use)))) {
-		*chunk = len > ep->domain->core_max_msg ?
-			 ep->domain->core_max_msg : (len ? len : 1);
+		*chunk = whole_op_chunk(ep, len);
 		return use;
 	}
 	/* Enough chunks that every rail gets some, none over chunk_size. */
@@ -377,7 +389,7 @@ static uint32_t local_near(const struct mrl_rma_args *a)
 
 static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
-	size_t len = mrl_iov_len(a->iov, a->count), chunk;
+	size_t len = a->len, chunk;
 	struct mrl_rma_req *req;
 	uint32_t rails, remote_near = 0;
 	struct rma_slot *slot;
@@ -385,7 +397,7 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	int nrails;
 	ssize_t ret;
 
-	ret = check_rma(ep, a, len);
+	ret = check_rma(ep, a);
 	if (ret)
 		return ret;
 	peer = mrl_av_peer(ep->av, a->addr);
@@ -449,35 +461,57 @@ static ssize_t rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
 	return ret;
 }
 
-static ssize_t mrl_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
-			    uint64_t flags)
+static ssize_t rma_msg(struct fid_ep *ep, enum mrl_op_kind kind,
+		       const struct fi_msg_rma *msg, uint64_t flags)
 {
 	struct mrl_rma_args a = {
-		.kind = MRL_OP_WRITE, .iov = msg->msg_iov, .desc = msg->desc,
+		.kind = kind, .iov = msg->msg_iov, .desc = msg->desc,
 		.count = msg->iov_count, .addr = msg->addr,
 		.rma_iov = msg->rma_iov, .rma_count = msg->rma_iov_count,
 		.context = msg->context, .data = msg->data, .flags = flags,
 	};
 
+	a.len = a.count <= MRL_IOV_LIMIT && a.iov ?
+		mrl_iov_len(a.iov, a.count) : 0;	/* else check_rma says */
+	return rma_locked(ep, &a);
+}
+
+/* fi_write, fi_read and friends: one remote iov that the local iovs fill. */
+static ssize_t rma_plain(struct fid_ep *ep, enum mrl_op_kind kind,
+			 const struct iovec *iov, void **desc, size_t count,
+			 size_t len, fi_addr_t peer, uint64_t addr,
+			 uint64_t key, void *context, uint64_t data,
+			 uint64_t flags)
+{
+	struct fi_rma_iov rma = { addr, len, key };
+	struct mrl_rma_args a = {
+		.kind = kind, .iov = iov, .desc = desc, .count = count,
+		.len = len, .addr = peer, .rma_iov = &rma, .rma_count = 1,
+		.context = context, .data = data, .flags = flags,
+	};
+
+	return rma_locked(ep, &a);
+}
+
+static ssize_t mrl_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
+			    uint64_t flags)
+{
 	if (flags & FI_INJECT) {
 		MRL_WARN(FI_LOG_EP_DATA, "FI_INJECT on fi_writemsg: use "
 			 "fi_inject_write\n");
 		return -FI_EINVAL;
 	}
-	return rma_locked(ep, &a);
+	return rma_msg(ep, MRL_OP_WRITE, msg, flags);
 }
 
 static ssize_t mrl_writev(struct fid_ep *ep, const struct iovec *iov,
 			  void **desc, size_t count, fi_addr_t dest,
 			  uint64_t addr, uint64_t key, void *context)
 {
-	struct fi_rma_iov rma = { addr, mrl_iov_len(iov, count), key };
-	struct fi_msg_rma msg = { .msg_iov = iov, .desc = desc,
-				  .iov_count = count, .addr = dest,
-				  .rma_iov = &rma, .rma_iov_count = 1,
-				  .context = context };
+	size_t len = count <= MRL_IOV_LIMIT && iov ? mrl_iov_len(iov, count) : 0;
 
-	return mrl_writemsg(ep, &msg, 0);
+	return rma_plain(ep, MRL_OP_WRITE, iov, desc, count, len, dest, addr,
+			 key, context, 0, 0);
 }
 
 static ssize_t mrl_write(struct fid_ep *ep, const void *buf, size_t len,
@@ -486,7 +520,8 @@ static ssize_t mrl_write(struct fid_ep *ep, const void *buf, size_t len,
 {
 	struct iovec iov = { (void *) buf, len };
 
-	return mrl_writev(ep, &iov, &desc, 1, dest, addr, key, context);
+	return rma_plain(ep, MRL_OP_WRITE, &iov, &desc, 1, len, dest, addr,
+			 key, context, 0, 0);
 }
 
 static ssize_t mrl_writedata(struct fid_ep *ep, const void *buf, size_t len,
@@ -494,39 +529,25 @@ static ssize_t mrl_writedata(struct fid_ep *ep, const void *buf, size_t len,
 			     uint64_t addr, uint64_t key, void *context)
 {
 	struct iovec iov = { (void *) buf, len };
-	struct fi_rma_iov rma = { addr, len, key };
-	struct fi_msg_rma msg = { .msg_iov = &iov, .desc = &desc,
-				  .iov_count = 1, .addr = dest,
-				  .rma_iov = &rma, .rma_iov_count = 1,
-				  .context = context, .data = data };
 
-	return mrl_writemsg(ep, &msg, FI_REMOTE_CQ_DATA);
+	return rma_plain(ep, MRL_OP_WRITE, &iov, &desc, 1, len, dest, addr,
+			 key, context, data, FI_REMOTE_CQ_DATA);
 }
 
 static ssize_t mrl_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
 			   uint64_t flags)
 {
-	struct mrl_rma_args a = {
-		.kind = MRL_OP_READ, .iov = msg->msg_iov, .desc = msg->desc,
-		.count = msg->iov_count, .addr = msg->addr,
-		.rma_iov = msg->rma_iov, .rma_count = msg->rma_iov_count,
-		.context = msg->context, .flags = flags & ~FI_REMOTE_CQ_DATA,
-	};
-
-	return rma_locked(ep, &a);
+	return rma_msg(ep, MRL_OP_READ, msg, flags & ~FI_REMOTE_CQ_DATA);
 }
 
 static ssize_t mrl_readv(struct fid_ep *ep, const struct iovec *iov,
 			 void **desc, size_t count, fi_addr_t src,
 			 uint64_t addr, uint64_t key, void *context)
 {
-	struct fi_rma_iov rma = { addr, mrl_iov_len(iov, count), key };
-	struct fi_msg_rma msg = { .msg_iov = iov, .desc = desc,
-				  .iov_count = count, .addr = src,
-				  .rma_iov = &rma, .rma_iov_count = 1,
-				  .context = context };
+	size_t len = count <= MRL_IOV_LIMIT && iov ? mrl_iov_len(iov, count) : 0;
 
-	return mrl_readmsg(ep, &msg, 0);
+	return rma_plain(ep, MRL_OP_READ, iov, desc, count, len, src, addr,
+			 key, context, 0, 0);
 }
 
 static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
@@ -535,7 +556,8 @@ static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
 {
 	struct iovec iov = { buf, len };
 
-	return mrl_readv(ep, &iov, &desc, 1, src, addr, key, context);
+	return rma_plain(ep, MRL_OP_READ, &iov, &desc, 1, len, src, addr, key,
+			 context, 0, 0);
 }
 
 /*

@@ -73,7 +73,8 @@ static bool rail_has_credit(const struct mrl_engine *eng, int rail, size_t len)
 {
 	const struct mrl_rail_credit *rc = &eng->rail[rail];
 
-	if (rc->blocked || rc->inflight >= eng->max_chunks_per_rail)
+	if ((eng->blocked & (1u << rail)) ||
+	    rc->inflight >= eng->max_chunks_per_rail)
 		return false;
 	return !rc->inflight_bytes ||
 	       rc->inflight_bytes + len <= eng->max_bytes_per_rail;
@@ -82,10 +83,9 @@ static bool rail_has_credit(const struct mrl_engine *eng, int rail, size_t len)
 /* The least loaded rail with credit; ties rotate so idle rails share. */
 static int pick_rail(struct mrl_engine *eng, uint32_t mask, size_t len)
 {
-	int best = -1, i, r;
+	int best = -1, i, r = eng->next_rail;
 
-	for (i = 0; i < eng->nrails; i++) {
-		r = (eng->next_rail + i) % eng->nrails;
+	for (i = 0; i < eng->nrails; i++, r = r + 1 < eng->nrails ? r + 1 : 0) {
 		if (!(mask & (1u << r)) || !rail_has_credit(eng, r, len))
 			continue;
 		if (best < 0 ||
@@ -93,7 +93,7 @@ static int pick_rail(struct mrl_engine *eng, uint32_t mask, size_t len)
 			best = r;
 	}
 	if (best >= 0)
-		eng->next_rail = (best + 1) % eng->nrails;
+		eng->next_rail = best + 1 < eng->nrails ? best + 1 : 0;
 	return best;
 }
 
@@ -134,7 +134,7 @@ static int post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
 
 		ret = eng->ops->post_chunk(eng->owner, chunk);
 		if (ret == -FI_EAGAIN) {
-			eng->rail[rail].blocked = true;
+			eng->blocked |= 1u << rail;
 			continue;
 		}
 		if (ret) {
@@ -179,11 +179,8 @@ void mrl_engine_progress(struct mrl_engine *eng)
 {
 	struct mrl_list *cur, *next;
 	struct mrl_op *op;
-	int i;
 
-	for (i = 0; i < eng->nrails; i++)
-		eng->rail[i].blocked = false;
-
+	eng->blocked = 0;
 	for (cur = eng->pending.next; cur != &eng->pending; cur = next) {
 		next = cur->next;
 		op = mrl_container_of(cur, struct mrl_op, link);

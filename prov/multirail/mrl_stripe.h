@@ -123,7 +123,6 @@ struct mrl_op {
 struct mrl_rail_credit {
 	uint32_t inflight;
 	size_t inflight_bytes;
-	bool blocked;			/* said -FI_EAGAIN this pass */
 	uint64_t chunks_posted;
 	uint64_t bytes_posted;
 	uint64_t bytes_completed;
@@ -144,6 +143,7 @@ struct mrl_engine {
 	size_t max_bytes_per_rail;
 	size_t final_size;		/* bytes held back for the final chunk */
 	int next_rail;			/* rotates ties among idle rails */
+	uint32_t blocked;		/* rails that said -FI_EAGAIN this pass */
 	struct mrl_list pending;	/* ops with chunks still to post */
 	struct mrl_list active;		/* ops fully posted, chunks in flight */
 	struct mrl_list free_chunks;
