@@ -135,8 +135,16 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 	size_t i;
 	ssize_t ret;
 
-	msg.iov_count = mrl_iov_slice(op->iov, op->desc, op->iov_count,
-				      chunk->offset, chunk->len, iov, desc);
+	if (chunk->len == op->len) {	/* the whole op: its own iovs */
+		msg.msg_iov = op->iov;
+		msg.iov_count = op->iov_count;
+		for (i = 0; i < msg.iov_count; i++)
+			desc[i] = op->desc[i];
+	} else {
+		msg.iov_count = mrl_iov_slice(op->iov, op->desc, op->iov_count,
+					      chunk->offset, chunk->len, iov,
+					      desc);
+	}
 	for (i = 0; i < msg.iov_count; i++)
 		desc[i] = mrl_desc_rail(desc[i], chunk->rail);
 	if (chunk->final && (op->flags & FI_REMOTE_CQ_DATA))
