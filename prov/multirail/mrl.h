@@ -420,7 +420,7 @@ struct mrl_ep {
 	bool compact_logged;		/* fi_getname gave rail 0 alone */
 	bool ctrl_enabled;
 	bool in_progress;
-	bool want_src;			/* FI_SOURCE: read the cores' sources */
+	bool want_src;			/* FI_SOURCE: cores' sources wanted */
 };
 
 int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,

@@ -319,7 +319,8 @@ int mrl_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		return -FI_EINVAL;
 	}
 	if (want > MRL_CQ_MAX_SIZE) {
-		MRL_WARN(FI_LOG_CQ, "CQ size %zu > %d\n", want, MRL_CQ_MAX_SIZE);
+		MRL_WARN(FI_LOG_CQ, "CQ size %zu > %d\n", want,
+			 MRL_CQ_MAX_SIZE);
 		return -FI_EINVAL;
 	}
 	cq = calloc(1, sizeof(*cq));

@@ -469,6 +469,12 @@ static ssize_t rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
 	return ret;
 }
 
+/* The iovs' length; 0 for iovs check_rma refuses anyway. */
+static size_t iov_len(const struct iovec *iov, size_t count)
+{
+	return count <= MRL_IOV_LIMIT && iov ? mrl_iov_len(iov, count) : 0;
+}
+
 static ssize_t rma_msg(struct fid_ep *ep, enum mrl_op_kind kind,
 		       const struct fi_msg_rma *msg, uint64_t flags)
 {
@@ -479,8 +485,7 @@ static ssize_t rma_msg(struct fid_ep *ep, enum mrl_op_kind kind,
 		.context = msg->context, .data = msg->data, .flags = flags,
 	};
 
-	a.len = a.count <= MRL_IOV_LIMIT && a.iov ?
-		mrl_iov_len(a.iov, a.count) : 0;	/* else check_rma says */
+	a.len = iov_len(a.iov, a.count);
 	return rma_locked(ep, &a);
 }
 
@@ -516,10 +521,8 @@ static ssize_t mrl_writev(struct fid_ep *ep, const struct iovec *iov,
 			  void **desc, size_t count, fi_addr_t dest,
 			  uint64_t addr, uint64_t key, void *context)
 {
-	size_t len = count <= MRL_IOV_LIMIT && iov ? mrl_iov_len(iov, count) : 0;
-
-	return rma_plain(ep, MRL_OP_WRITE, iov, desc, count, len, dest, addr,
-			 key, context, 0, 0);
+	return rma_plain(ep, MRL_OP_WRITE, iov, desc, count,
+			 iov_len(iov, count), dest, addr, key, context, 0, 0);
 }
 
 static ssize_t mrl_write(struct fid_ep *ep, const void *buf, size_t len,
@@ -552,10 +555,8 @@ static ssize_t mrl_readv(struct fid_ep *ep, const struct iovec *iov,
 			 void **desc, size_t count, fi_addr_t src,
 			 uint64_t addr, uint64_t key, void *context)
 {
-	size_t len = count <= MRL_IOV_LIMIT && iov ? mrl_iov_len(iov, count) : 0;
-
-	return rma_plain(ep, MRL_OP_READ, iov, desc, count, len, src, addr,
-			 key, context, 0, 0);
+	return rma_plain(ep, MRL_OP_READ, iov, desc, count,
+			 iov_len(iov, count), src, addr, key, context, 0, 0);
 }
 
 static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,

@@ -181,7 +181,7 @@ void mrl_engine_progress(struct mrl_engine *eng)
 	struct mrl_op *op;
 
 	if (mrl_list_empty(&eng->pending))
-		return;		/* every poll comes here: keep it cheap */
+		return;		/* every poll comes here */
 	eng->blocked = 0;
 	for (cur = eng->pending.next; cur != &eng->pending; cur = next) {
 		next = cur->next;

@@ -143,7 +143,7 @@ struct mrl_engine {
 	size_t max_bytes_per_rail;
 	size_t final_size;		/* bytes held back for the final chunk */
 	int next_rail;			/* rotates ties among idle rails */
-	uint32_t blocked;		/* rails that said -FI_EAGAIN this pass */
+	uint32_t blocked;		/* said -FI_EAGAIN this pass */
 	struct mrl_list pending;	/* ops with chunks still to post */
 	struct mrl_list active;		/* ops fully posted, chunks in flight */
 	struct mrl_list free_chunks;
