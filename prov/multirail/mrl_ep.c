@@ -133,11 +133,13 @@ static void progress_rail(struct mrl_ep *ep, int rail)
 		 * costs every poll, and a core without FI_SOURCE leaves src
 		 * untouched.
 		 */
-		for (i = 0; i < 16; i++)
-			src[i] = FI_ADDR_NOTAVAIL;
-		n = ep->want_src ?
-		    fi_cq_readfrom(ep->rails[rail].cq, e, 16, src) :
-		    fi_cq_read(ep->rails[rail].cq, e, 16);
+		if (ep->want_src) {
+			for (i = 0; i < 16; i++)
+				src[i] = FI_ADDR_NOTAVAIL;
+			n = fi_cq_readfrom(ep->rails[rail].cq, e, 16, src);
+		} else {
+			n = fi_cq_read(ep->rails[rail].cq, e, 16);
+		}
 		if (n == -FI_EAVAIL) {
 			read_err(ep, rail);
 			continue;
@@ -145,7 +147,9 @@ static void progress_rail(struct mrl_ep *ep, int rail)
 		if (n <= 0)
 			return;
 		for (i = 0; i < n; i++)
-			dispatch(ep, rail, &e[i], src[i], 0, NULL);
+			dispatch(ep, rail, &e[i],
+				 ep->want_src ? src[i] : FI_ADDR_NOTAVAIL, 0,
+				 NULL);
 		if (n < 16)
 			return;
 	}

@@ -119,7 +119,7 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 	struct mrl_op *op = chunk->op;
 	struct mrl_peer *peer = op->peer;
 	struct iovec iov[MRL_IOV_LIMIT];
-	void *desc[MRL_IOV_LIMIT];
+	void *desc[MRL_IOV_LIMIT], **user_desc = desc;
 	struct fi_rma_iov rma = {
 		.addr = op->raddr + chunk->offset,
 		.len = chunk->len,
@@ -138,15 +138,14 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 	if (chunk->len == op->len) {	/* the whole op: its own iovs */
 		msg.msg_iov = op->iov;
 		msg.iov_count = op->iov_count;
-		for (i = 0; i < msg.iov_count; i++)
-			desc[i] = op->desc[i];
+		user_desc = op->desc;
 	} else {
 		msg.iov_count = mrl_iov_slice(op->iov, op->desc, op->iov_count,
 					      chunk->offset, chunk->len, iov,
 					      desc);
 	}
 	for (i = 0; i < msg.iov_count; i++)
-		desc[i] = mrl_desc_rail(desc[i], chunk->rail);
+		desc[i] = mrl_desc_rail(user_desc[i], chunk->rail);
 	if (chunk->final && (op->flags & FI_REMOTE_CQ_DATA))
 		flags |= FI_REMOTE_CQ_DATA;
 	if (needs_delivery(ep, chunk))
