@@ -53,7 +53,7 @@ FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -L 0f
 
 # fi_info's first entry.
 first_domain() {
-	env "$@" fi_info -p "tcp;ofi_rxm;multirail" |
+	env "$@" "${FI_INFO:-fi_info}" -p "tcp;ofi_rxm;multirail" |
 		sed -n 's/^ *domain: //p' | head -1
 }
 expect_first() {	# expect_first WHAT WANT [env...]
@@ -80,7 +80,7 @@ expect_first "no GPU, not bound" "$(plus "$G0,$G4")" "$p5" \
 	FI_MULTIRAIL_RAILS=$G0,$G4
 if [ "$(nproc)" -gt 1 ]; then
 	export FI_MULTIRAIL_RAILS=$G0,$G4 FI_MULTIRAIL_TOPO_XML=$fixtures/p5.xml
-	got=$(taskset -c 0 sh -c 'fi_info -p "tcp;ofi_rxm;multirail"' |
+	got=$(taskset -c 0 sh -c '"${FI_INFO:-fi_info}" -p "tcp;ofi_rxm;multirail"' |
 	      sed -n 's/^ *domain: //p' | head -1)
 	[ "$got" = "$(plus "$G0")" ] ||
 		{ echo "FAIL: bound to CPU 0 (node 0): first domain '$got'"; exit 1; }

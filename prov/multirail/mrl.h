@@ -40,6 +40,20 @@
  * with; it skips hidden providers. */
 #define MRL_GETINFO_CORE_ONLY	(1ULL << 59)
 
+/*
+ * Names libfabric 2.x deprecated (each use warns there), with the values
+ * 1.x gives them: we still have to recognise them in an application's hints.
+ */
+#if FI_MAJOR_VERSION >= 2
+#define MRL_MR_BASIC		(1 << 0)
+#define MRL_MR_SCALABLE		(1 << 1)
+#define MRL_ORDER_NONE		0ULL
+#else
+#define MRL_MR_BASIC		FI_MR_BASIC
+#define MRL_MR_SCALABLE		FI_MR_SCALABLE
+#define MRL_ORDER_NONE		FI_ORDER_NONE
+#endif
+
 /* Tags with this bit set are the provider's control messages. */
 #define MRL_CTRL_TAG	(1ULL << 63)
 
@@ -105,6 +119,7 @@ void mrl_free_names(char **names);
 struct fi_info *mrl_core_hints(const struct fi_info *hints,
 			       const char *core_name);
 uint64_t mrl_user_mr_mode(const struct fi_info *hints, uint64_t core_mode);
+const char *mrl_hints_miss(const struct fi_info *fi, const struct fi_info *h);
 void mrl_fill_info(struct fi_info *info, const struct fi_info *core,
 		   const struct fi_info *hints);
 
