@@ -32,4 +32,9 @@ FI_MULTIRAIL_STRIPE_MIN=4096 FI_MULTIRAIL_CHUNK_SIZE=65536 \
 # arrives, which rail 0 carries ahead of the slow rails unless fenced
 echo "== write then send over 1000,1000,50,50 Mbit/s rails"
 FI_MULTIRAIL_STRIPE_MIN=4096 FI_MULTIRAIL_CHUNK_SIZE=65536 \
-	timeout 300 ./test/rma_test -N mrl_a,mrl_b -o write -S 4194304 -W 4 -A
+	timeout 300 ./test/rma_test -N mrl_a,mrl_b -o write -S 4194304 -W 4 -A || exit 1
+# rails found, not named: fi_getinfo as stock fabtests -E drives it (a
+# source with a port only) must open on the testbed's NICs
+echo "== fi_getinfo over auto-discovered rails, FI_PROVIDER=multirail;tcp"
+ip netns exec mrl_a env FI_PROVIDER="multirail;tcp" \
+	timeout 60 ./test/getinfo_test || exit 1

@@ -122,12 +122,17 @@ struct fi_info *mrl_core_hints(const struct fi_info *hints,
 	/* ours (MRL protocol version 1) mean nothing to the core */
 	ch->ep_attr->protocol = FI_PROTO_UNSPEC;
 	ch->ep_attr->protocol_version = 0;
-	ch->domain_attr->mr_mode = hints && hints->domain_attr->mr_mode ?
-		(hints->domain_attr->mr_mode & MRL_MR_MODES & ~FI_MR_RAW) :
-		(MRL_MR_MODES & ~FI_MR_RAW & ~FI_MR_HMEM);
-	if (ch->domain_attr->mr_mode == FI_MR_BASIC ||
-	    ch->domain_attr->mr_mode == FI_MR_SCALABLE)
-		ch->domain_attr->mr_mode = 0;
+	/*
+	 * The application's MR modes (an API >= 1.5 mr_mode of 0 says it
+	 * supports none, mrl_info_meets_hints refuses BASIC and SCALABLE);
+	 * with no hints at all, every mode we can honour.
+	 */
+	if (hints && hints->domain_attr)
+		ch->domain_attr->mr_mode = hints->domain_attr->mr_mode &
+					   MRL_MR_MODES & ~FI_MR_RAW;
+	else
+		ch->domain_attr->mr_mode = MRL_MR_MODES & ~FI_MR_RAW &
+					   ~FI_MR_HMEM;
 	ch->domain_attr->threading = FI_THREAD_UNSPEC;
 	ch->domain_attr->control_progress = FI_PROGRESS_UNSPEC;
 	ch->domain_attr->data_progress = FI_PROGRESS_UNSPEC;
@@ -181,21 +186,21 @@ void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
 	fi->tx_attr->mode = 0;
 	fi->tx_attr->op_flags = hints ? hints->tx_attr->op_flags : 0;
 	fi->tx_attr->msg_order = order_we_keep(core->tx_attr->msg_order);
-	fi->tx_attr->comp_order = FI_ORDER_NONE;
+	fi->tx_attr->comp_order = MRL_ORDER_NONE;
 	iov_limit = core->tx_attr->iov_limit;
 	fi->tx_attr->iov_limit = iov_limit < MRL_IOV_LIMIT ?
 				 iov_limit : MRL_IOV_LIMIT;
 	fi->tx_attr->rma_iov_limit = 1;
 
 	*fi->rx_attr = *core->rx_attr;
-	fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV |
+	fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RMA | FI_RECV |
 				    FI_REMOTE_READ | FI_REMOTE_WRITE |
 				    FI_MULTI_RECV | FI_SOURCE |
 				    FI_DIRECTED_RECV | FI_HMEM | FI_ATOMIC);
 	fi->rx_attr->mode = 0;
 	fi->rx_attr->op_flags = hints ? hints->rx_attr->op_flags : 0;
 	fi->rx_attr->msg_order = order_we_keep(core->rx_attr->msg_order);
-	fi->rx_attr->comp_order = FI_ORDER_NONE;
+	fi->rx_attr->comp_order = MRL_ORDER_NONE;
 	iov_limit = core->rx_attr->iov_limit;
 	fi->rx_attr->iov_limit = iov_limit < MRL_IOV_LIMIT ?
 				 iov_limit : MRL_IOV_LIMIT;
@@ -215,7 +220,11 @@ void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
 	fi->domain_attr->name = NULL;
 	fi->domain_attr->auth_key = NULL;
 	fi->domain_attr->auth_key_size = 0;
-	fi->domain_attr->threading = FI_THREAD_SAFE;
+	/* we lock in every call, which serves any level asked for */
+	fi->domain_attr->threading = hints && hints->domain_attr &&
+				     hints->domain_attr->threading ?
+				     hints->domain_attr->threading :
+				     FI_THREAD_SAFE;
 	fi->domain_attr->control_progress = FI_PROGRESS_MANUAL;
 	fi->domain_attr->data_progress = FI_PROGRESS_MANUAL;
 	/*
@@ -239,6 +248,120 @@ void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
 	fi->fabric_attr->fabric = NULL;
 	fi->fabric_attr->prov_version = MRL_VERSION;
 	fi->fabric_attr->api_version = core->fabric_attr->api_version;
+}
+
+static bool has_all(uint64_t have, uint64_t want)
+{
+	return (have & want) == want;
+}
+
+/* Hinted limits: 0 asks nothing; anything else must fit under ours. */
+static bool fits(size_t ours, size_t asked)
+{
+	return !asked || asked <= ours;
+}
+
+static bool progress_ok(enum fi_progress ours, enum fi_progress asked)
+{
+	return asked == FI_PROGRESS_UNSPEC || asked == ours;
+}
+
+static const char *tx_miss(const struct fi_tx_attr *fi,
+			   const struct fi_tx_attr *h)
+{
+	if (!has_all(fi->caps, h->caps))
+		return "tx caps";
+	if (!has_all(fi->msg_order, h->msg_order))
+		return "tx msg_order";
+	if (!has_all(fi->comp_order, h->comp_order))
+		return "tx comp_order";
+	if (!fits(fi->size, h->size) || !fits(fi->iov_limit, h->iov_limit) ||
+	    !fits(fi->rma_iov_limit, h->rma_iov_limit) ||
+	    !fits(fi->inject_size, h->inject_size))
+		return "a tx size or limit";
+	return NULL;
+}
+
+static const char *rx_miss(const struct fi_rx_attr *fi,
+			   const struct fi_rx_attr *h)
+{
+	if (!has_all(fi->caps, h->caps))
+		return "rx caps";
+	if (!has_all(fi->msg_order, h->msg_order))
+		return "rx msg_order";
+	if (!has_all(fi->comp_order, h->comp_order))
+		return "rx comp_order";
+	if (!fits(fi->size, h->size) || !fits(fi->iov_limit, h->iov_limit))
+		return "an rx size or limit";
+	return NULL;
+}
+
+static const char *ep_miss(const struct fi_ep_attr *fi,
+			   const struct fi_ep_attr *h)
+{
+	if (!fits(fi->max_msg_size, h->max_msg_size))
+		return "max_msg_size";
+	if (!fits(fi->max_order_raw_size, h->max_order_raw_size) ||
+	    !fits(fi->max_order_war_size, h->max_order_war_size) ||
+	    !fits(fi->max_order_waw_size, h->max_order_waw_size))
+		return "a max_order size";
+	if (h->protocol != FI_PROTO_UNSPEC && h->protocol != fi->protocol)
+		return "protocol";
+	return NULL;
+}
+
+static const char *domain_miss(const struct fi_domain_attr *fi,
+			       const struct fi_domain_attr *h)
+{
+	uint64_t mode = h->mr_mode;
+
+	if (!progress_ok(fi->data_progress, h->data_progress))
+		return "data_progress";
+	if (!progress_ok(fi->control_progress, h->control_progress))
+		return "control_progress";
+	if (!has_all(fi->caps, h->caps))
+		return "domain caps";
+	/* pre-1.5 MR modes: keys and addresses we do not choose that way */
+	if (mode == MRL_MR_BASIC || mode == MRL_MR_SCALABLE ||
+	    (mode & (MRL_MR_BASIC | MRL_MR_SCALABLE)))
+		return "mr_mode FI_MR_BASIC or FI_MR_SCALABLE";
+	if (fi->mr_mode & ~mode)
+		return "mr_mode (the core needs a mode the hints lack)";
+	if (!fits(fi->cq_data_size, h->cq_data_size) ||
+	    !fits(fi->mr_key_size, h->mr_key_size) ||
+	    !fits(fi->mr_iov_limit, h->mr_iov_limit) ||
+	    !fits(fi->tx_ctx_cnt, h->tx_ctx_cnt) ||
+	    !fits(fi->rx_ctx_cnt, h->rx_ctx_cnt) ||
+	    !fits(fi->max_ep_tx_ctx, h->max_ep_tx_ctx) ||
+	    !fits(fi->max_ep_rx_ctx, h->max_ep_rx_ctx) ||
+	    !fits(fi->max_ep_stx_ctx, h->max_ep_stx_ctx) ||
+	    !fits(fi->max_ep_srx_ctx, h->max_ep_srx_ctx))
+		return "a domain size or limit";
+	return NULL;
+}
+
+/*
+ * What in the hints our entry does not give, or NULL.  Every entry must
+ * honour every hint it answers (fabtests' getinfo_test checks them one by
+ * one): what we cannot give we refuse, never hand back less.
+ */
+const char *mrl_hints_miss(const struct fi_info *fi, const struct fi_info *h)
+{
+	const char *miss = NULL;
+
+	if (!h)
+		return NULL;
+	if (!has_all(fi->caps, h->caps))
+		return "caps";
+	if (h->tx_attr)
+		miss = tx_miss(fi->tx_attr, h->tx_attr);
+	if (!miss && h->rx_attr)
+		miss = rx_miss(fi->rx_attr, h->rx_attr);
+	if (!miss && h->ep_attr)
+		miss = ep_miss(fi->ep_attr, h->ep_attr);
+	if (!miss && h->domain_attr)
+		miss = domain_miss(fi->domain_attr, h->domain_attr);
+	return miss;
 }
 
 /* The core's entry for one rail, as fi_domain/fi_endpoint open it. */

@@ -73,8 +73,12 @@ static char *pick_core(const struct fi_info *hints, const char *entry)
 	char fab_core[128];
 
 	if (pn && (n = strlen(pn)) > suffix &&
-	    !strcmp(pn + n - suffix, ";" MRL_PROV_NAME))
+	    !strcmp(pn + n - suffix, ";" MRL_PROV_NAME)) {
+		/* our own entry fed back as hints: "multirail;tcp;multirail" */
+		if (n > 2 * suffix && !strncmp(pn, MRL_PROV_NAME ";", suffix))
+			return strndup(pn + suffix, n - 2 * suffix);
 		return strndup(pn, n - suffix);
+	}
 	if (hints && hints->fabric_attr && hints->fabric_attr->name &&
 	    !mrl_parse_fabric_name(hints->fabric_attr->name, fab_core,
 				   sizeof(fab_core)))
@@ -293,7 +297,9 @@ static int rail_names(const struct fi_info *all, const struct fi_info *lead,
 			list[n++] = dom_name(fi);
 	}
 	qsort(list, n, sizeof(list[0]), cmp_names);
-	if (lead && !(others && !strcmp(dom_name(lead), "lo")))
+	/* a wildcard source (FI_SOURCE with a port only) names no NIC */
+	if (lead && find_domain(all, dom_name(lead), 0) &&
+	    !(others && !strcmp(dom_name(lead), "lo")))
 		len = snprintf(buf, sizeof(buf), "%s", dom_name(lead));
 	for (i = 0; i < n && len < sizeof(buf) - 256; i++) {
 		if (joined_has(buf, list[i]))
@@ -306,12 +312,41 @@ static int rail_names(const struct fi_info *all, const struct fi_info *lead,
 	return mrl_split_rails(buf, names);
 }
 
-static void clear_port(void *addr, uint32_t format)
+static uint16_t *port_of(void *addr, uint32_t format)
 {
 	if (format == FI_SOCKADDR_IN)
-		((struct sockaddr_in *) addr)->sin_port = 0;
-	else if (format == FI_SOCKADDR_IN6)
-		((struct sockaddr_in6 *) addr)->sin6_port = 0;
+		return &((struct sockaddr_in *) addr)->sin_port;
+	if (format == FI_SOCKADDR_IN6)
+		return &((struct sockaddr_in6 *) addr)->sin6_port;
+	return NULL;
+}
+
+static void set_port(void *addr, uint32_t format, uint16_t port)
+{
+	uint16_t *p = port_of(addr, format);
+
+	if (p)
+		*p = port;
+}
+
+/*
+ * Rail 0's source address for an FI_SOURCE query: the address asked for
+ * when it is rail 0's NIC, else rail 0's own with the port asked for (a
+ * wildcard such as 0.0.0.0:9228, or a NIC that is not rail 0).
+ */
+static void rail0_source(void *dst, const struct fi_info *rail0,
+			 const struct fi_info *addressed, size_t alen)
+{
+	uint16_t *port;
+
+	if (!strcmp(dom_name(addressed), dom_name(rail0)) ||
+	    !rail0->src_addr) {
+		memcpy(dst, addressed->src_addr, alen);
+		return;
+	}
+	memcpy(dst, rail0->src_addr, alen);
+	port = port_of(addressed->src_addr, addressed->addr_format);
+	set_port(dst, rail0->addr_format, port ? *port : 0);
 }
 
 static void *build_addr(const struct fi_info **rails, int n,
@@ -341,12 +376,12 @@ static void *build_addr(const struct fi_info **rails, int n,
 
 		if (!i && addressed && addressed->src_addr &&
 		    addressed->src_addrlen == alen) {
-			memcpy(dst, addressed->src_addr, alen);
+			rail0_source(dst, rails[0], addressed, alen);
 			continue;
 		}
 		if (rails[i]->src_addr)
 			memcpy(dst, rails[i]->src_addr, alen);
-		clear_port(dst, rails[i]->addr_format);
+		set_port(dst, rails[i]->addr_format, 0);
 	}
 	return hdr;
 }
@@ -355,6 +390,10 @@ static void *build_addr(const struct fi_info **rails, int n,
 struct rail_set {
 	int n;
 	const struct fi_info *core[MRL_MAX_RAILS];
+	/* rail 0's unaddressed entry: an addressed query's may show fewer
+	 * caps (1.17 net drops FI_LOCAL_COMM), and our attributes must not
+	 * change with the node asked for */
+	const struct fi_info *attr;
 	char name[MRL_MAX_RAILS][256];		/* "core[@topo]" */
 };
 
@@ -391,6 +430,8 @@ static int collect_rails(const struct fi_info *all, const struct fi_info *first,
 				 "differs from rail 0\n", core);
 			continue;
 		}
+		if (!set->n)
+			set->attr = find_domain(all, core, format) ?: fi;
 		set->core[set->n] = fi;
 		snprintf(set->name[set->n], sizeof(set->name[0]), "%s",
 			 names[i]);
@@ -424,7 +465,7 @@ static int make_entry(const struct rail_set *set, uint32_t mask,
 	fi = fi_allocinfo();
 	if (!fi)
 		return -FI_ENOMEM;
-	mrl_fill_info(fi, rails[0], hints);
+	mrl_fill_info(fi, set->attr, hints);
 	fi->domain_attr->name = strdup(dom);
 	len = strlen(MRL_FABRIC_PREFIX) + strlen(core_name) + 1;
 	fi->fabric_attr->name = malloc(len);
@@ -522,6 +563,32 @@ static bool hints_ok(const struct fi_info *hints)
 	return true;
 }
 
+/* Drop the entries that do not honour the hints; -FI_ENODATA if none is left. */
+static int keep_honouring(struct fi_info **info, const struct fi_info *hints)
+{
+	struct fi_info *fi, *next, *keep = NULL, **tail = &keep;
+	const char *miss = NULL, *why;
+
+	for (fi = *info; fi; fi = next) {
+		next = fi->next;
+		fi->next = NULL;
+		why = mrl_hints_miss(fi, hints);
+		if (why) {
+			miss = why;
+			fi_freeinfo(fi);
+			continue;
+		}
+		*tail = fi;
+		tail = &fi->next;
+	}
+	*info = keep;
+	if (keep)
+		return 0;
+	MRL_INFO(FI_LOG_CORE, "the hints ask for %s beyond what multirail "
+		 "over this core offers\n", miss);
+	return -FI_ENODATA;
+}
+
 int mrl_getinfo(uint32_t version, const char *node, const char *service,
 		uint64_t flags, const struct fi_info *hints,
 		struct fi_info **info)
@@ -533,6 +600,12 @@ int mrl_getinfo(uint32_t version, const char *node, const char *service,
 	*info = NULL;
 	if (mrl_in_getinfo || !hints_ok(hints))
 		return -FI_ENODATA;
+	/* before 1.5, mr_mode meant BASIC or SCALABLE: neither is ours */
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
+		MRL_INFO(FI_LOG_CORE, "API version %u.%u: multirail needs 1.5 "
+			 "or later\n", FI_MAJOR(version), FI_MINOR(version));
+		return -FI_ENODATA;
+	}
 
 	entry = env_entry();
 	core_name = pick_core(hints, entry);
@@ -563,6 +636,8 @@ int mrl_getinfo(uint32_t version, const char *node, const char *service,
 			goto out;
 	}
 	ret = build_info(all, addressed, hints, core_name, entry, flags, info);
+	if (!ret)
+		ret = keep_honouring(info, hints);
 out:
 	fi_freeinfo(addressed);
 	fi_freeinfo(all);

@@ -1,0 +1,239 @@
+/*
+ * fi_getinfo as applications drive it (stock fabtests did each of these):
+ *   - every entry honours the hints it answers, or the answer is
+ *     -FI_ENODATA: msg_order, progress, mr_mode (BASIC, SCALABLE, 0),
+ *     sizes and limits, rx caps with FI_RMA (fabtests' getinfo_test);
+ *   - an entry fed back as hints (fi_dupinfo of a result, as fabtests'
+ *     multi_ep does) finds the same provider again;
+ *   - FI_SOURCE with a service and no node (fabtests -E): the wildcard
+ *     entry of the core names no NIC, the endpoint opens, and rail 0's
+ *     address carries the port asked for.
+ * Run under each selection spelling by getinfo.sh.
+ * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS, and MRL_TEST_PROV (hints
+ * prov_name; unset under FI_PROVIDER="multirail;<core>").
+ */
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include "check.h"
+#include "mrl.h"	/* struct mrl_addr_hdr */
+
+#define API		FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+#define TEST_PORT	"9399"
+
+static struct fi_info *base_hints(void)
+{
+	struct fi_info *h = fi_allocinfo();
+	const char *prov = getenv("MRL_TEST_PROV");
+
+	if (!h)
+		exit(2);
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_MSG | FI_RMA;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+				  FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+				  FI_MR_ENDPOINT;
+	if (prov && *prov)
+		h->fabric_attr->prov_name = strdup(prov);
+	return h;
+}
+
+static bool ours(const struct fi_info *fi)
+{
+	return strstr(fi->fabric_attr->prov_name, "multirail") != NULL;
+}
+
+/* Ask; every entry must pass check(), or the answer must be ENODATA. */
+static void expect_honoured(const char *what, struct fi_info *h,
+			    bool (*ok)(const struct fi_info *,
+				       const struct fi_info *))
+{
+	struct fi_info *info = NULL, *fi;
+	int ret = fi_getinfo(API, NULL, NULL, 0, h, &info), bad = 0, n = 0;
+
+	for (fi = ret ? NULL : info; fi; fi = fi->next, n++)
+		bad += ours(fi) && !ok(fi, h);
+	check(ret == -FI_ENODATA || (!ret && !bad),
+	      "%s: ret %d, %d of %d entries break the hints", what, ret, bad,
+	      n);
+	fi_freeinfo(info);
+	fi_freeinfo(h);
+}
+
+static bool order_kept(const struct fi_info *fi, const struct fi_info *h)
+{
+	return (fi->tx_attr->msg_order & h->tx_attr->msg_order) ==
+	       h->tx_attr->msg_order &&
+	       (fi->rx_attr->msg_order & h->rx_attr->msg_order) ==
+	       h->rx_attr->msg_order;
+}
+
+static bool progress_kept(const struct fi_info *fi, const struct fi_info *h)
+{
+	return fi->domain_attr->data_progress == h->domain_attr->data_progress;
+}
+
+static bool mr_mode_within(const struct fi_info *fi, const struct fi_info *h)
+{
+	return !(fi->domain_attr->mr_mode & ~h->domain_attr->mr_mode);
+}
+
+static bool sizes_fit(const struct fi_info *fi, const struct fi_info *h)
+{
+	return fi->domain_attr->cq_data_size >= h->domain_attr->cq_data_size &&
+	       fi->tx_attr->iov_limit >= h->tx_attr->iov_limit;
+}
+
+static bool rx_rma(const struct fi_info *fi, const struct fi_info *h)
+{
+	return (fi->caps & FI_RMA) && (fi->rx_attr->caps & FI_RMA) &&
+	       (fi->tx_attr->caps & FI_RMA);
+}
+
+static void hints_honoured(void)
+{
+	struct fi_info *h;
+	uint64_t orders[] = { 1ULL << 0 /* RAR */, 1ULL << 1 /* RAW */,
+			      1ULL << 3 /* WAR */, 1ULL << 8 /* SAS */ };
+	size_t i;
+
+	for (i = 0; i < sizeof(orders) / sizeof(orders[0]); i++) {
+		h = base_hints();
+		h->tx_attr->msg_order = h->rx_attr->msg_order = orders[i];
+		expect_honoured("msg_order", h, order_kept);
+	}
+	h = base_hints();
+	h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	expect_honoured("data_progress AUTO", h, progress_kept);
+	h = base_hints();
+	h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	expect_honoured("data_progress MANUAL", h, progress_kept);
+	h = base_hints();
+	h->domain_attr->mr_mode = MRL_MR_BASIC;
+	expect_honoured("mr_mode FI_MR_BASIC", h, mr_mode_within);
+	h = base_hints();
+	h->domain_attr->mr_mode = MRL_MR_SCALABLE;
+	expect_honoured("mr_mode FI_MR_SCALABLE", h, mr_mode_within);
+	h = base_hints();
+	h->domain_attr->mr_mode = 0;
+	expect_honoured("mr_mode 0", h, mr_mode_within);
+	h = base_hints();
+	h->domain_attr->cq_data_size = 64;
+	expect_honoured("cq_data_size 64", h, sizes_fit);
+	h = base_hints();
+	h->tx_attr->iov_limit = 1 << 20;
+	expect_honoured("iov_limit 2^20", h, sizes_fit);
+	h = base_hints();
+	h->caps = FI_RMA;
+	expect_honoured("caps FI_RMA in tx and rx", h, rx_rma);
+}
+
+/* fabtests' multi_ep: the result, duplicated, is the next query's hints. */
+static void entry_as_hints(void)
+{
+	struct fi_info *h = base_hints(), *info = NULL, *again = NULL;
+	int ret = fi_getinfo(API, NULL, NULL, 0, h, &info);
+
+	check(!ret && info && ours(info), "first query: %d (%s)", ret,
+	      ret || !info ? "-" : info->fabric_attr->prov_name);
+	if (ret || !info) {
+		fi_freeinfo(h);
+		return;
+	}
+	fi_freeinfo(h);
+	h = fi_dupinfo(info);
+	free(h->src_addr);
+	h->src_addr = NULL;
+	h->src_addrlen = 0;
+	ret = fi_getinfo(API, "127.0.0.1", NULL, 0, h, &again);
+	check(!ret && again && ours(again) &&
+	      !strcmp(again->domain_attr->name, info->domain_attr->name),
+	      "entry %s / %s as hints: %d, %s", info->fabric_attr->prov_name,
+	      info->domain_attr->name, ret,
+	      ret || !again ? "-" : again->domain_attr->name);
+	fi_freeinfo(again);
+	fi_freeinfo(info);
+	fi_freeinfo(h);
+}
+
+/* fabtests -E: FI_SOURCE, service only. */
+static void wildcard_source(void)
+{
+	struct fi_info *h = base_hints(), *info = NULL;
+	struct fid_fabric *fabric = NULL;
+	struct fid_domain *domain = NULL;
+	struct fid_ep *ep = NULL;
+	struct fid_av *av = NULL;
+	struct fid_cq *cq = NULL;
+	struct fi_av_attr av_attr = { .type = FI_AV_UNSPEC };
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT };
+	uint8_t name[4096];
+	size_t len = sizeof(name);
+	const struct mrl_addr_hdr *hdr = (const void *) name;
+	const struct sockaddr_in *rail0 = (const void *) (hdr + 1);
+	int ret;
+
+	ret = fi_getinfo(API, NULL, TEST_PORT, FI_SOURCE, h, &info);
+	fi_freeinfo(h);
+	check(!ret && info && ours(info), "FI_SOURCE, port only: %d", ret);
+	if (ret || !info)
+		return;
+	ret = fi_fabric(info->fabric_attr, &fabric, NULL);
+	if (!ret)
+		ret = fi_domain(fabric, info, &domain, NULL);
+	check(!ret, "wildcard source: fabric and domain open on %s: %d",
+	      info->domain_attr->name, ret);
+	if (!ret)
+		ret = fi_endpoint(domain, info, &ep, NULL);
+	if (!ret)
+		ret = fi_av_open(domain, &av_attr, &av, NULL);
+	if (!ret)
+		ret = fi_cq_open(domain, &cq_attr, &cq, NULL);
+	if (!ret)
+		ret = fi_ep_bind(ep, &av->fid, 0);
+	if (!ret)
+		ret = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV);
+	if (!ret)
+		ret = fi_enable(ep);
+	if (!ret)
+		ret = fi_getname(&ep->fid, name, &len);
+	check(!ret, "wildcard source: endpoint enabled and named: %d", ret);
+	if (!ret && hdr->rail_addrlen == sizeof(*rail0) &&
+	    rail0->sin_family == AF_INET)
+		check(ntohs(rail0->sin_port) == atoi(TEST_PORT) &&
+		      rail0->sin_addr.s_addr != htonl(INADDR_ANY),
+		      "rail 0 is a NIC's address on port %d (asked %s)",
+		      ntohs(rail0->sin_port), TEST_PORT);
+	if (ep)
+		fi_close(&ep->fid);
+	if (cq)
+		fi_close(&cq->fid);
+	if (av)
+		fi_close(&av->fid);
+	if (domain)
+		fi_close(&domain->fid);
+	if (fabric)
+		fi_close(&fabric->fid);
+	fi_freeinfo(info);
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IONBF, 0);
+	printf("FI_PROVIDER=%s MRL_TEST_PROV=%s FI_MULTIRAIL_RAILS=%s\n",
+	       getenv("FI_PROVIDER") ?: "(unset)",
+	       getenv("MRL_TEST_PROV") ?: "(unset)",
+	       getenv("FI_MULTIRAIL_RAILS") ?: "(unset)");
+	hints_honoured();
+	entry_as_hints();
+	wildcard_source();
+	return check_failures ? 1 : 0;
+}
