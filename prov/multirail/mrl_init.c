@@ -12,6 +12,7 @@
  *    only us; the part before ";multirail" is the core.
  */
 #define _GNU_SOURCE	/* strverscmp */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -647,67 +648,121 @@ out:
 	return ret;
 }
 
+/*
+ * Every FI_MULTIRAIL_* variable, defined (for fi_info -e) and read from one
+ * table.  value NULL: read elsewhere (mrl_hmem.c, which the libfabric-free
+ * tools link too, reads the GPU ones with getenv).  Numbers below min are
+ * refused with a warning and the default kept.
+ */
+struct mrl_param_def {
+	const char *name;
+	enum fi_param_type type;
+	void *value;
+	long min;
+	const char *help;
+};
+
+static const struct mrl_param_def mrl_param_defs[] = {
+	{ "rails", FI_PARAM_STRING, &mrl_params.rails, 0,
+	  "Comma list of core domain names to use as rails, in order; a "
+	  "name may repeat (lo,lo,lo,lo: four rails on loopback), and "
+	  "lo@NIC places a rail where the topology has NIC. "
+	  "Default: every domain of the core except lo." },
+	{ "max_rails", FI_PARAM_INT, &mrl_params.max_rails, 1,
+	  "Most rails to use (default 32)." },
+	{ "core", FI_PARAM_STRING, &mrl_params.core, 0,
+	  "Core provider to stripe over when none is named by FI_PROVIDER "
+	  "or hints (e.g. \"tcp;ofi_rxm\", \"efa\")." },
+	{ "chunk_size", FI_PARAM_SIZE_T, &mrl_params.chunk_size, 4096,
+	  "Largest piece of a striped operation on one rail (default 262144, "
+	  "at least 4096)." },
+	{ "stripe_min", FI_PARAM_SIZE_T, &mrl_params.stripe_min, 0,
+	  "Operations smaller than this go whole on one rail "
+	  "(default 65536)." },
+	{ "rail_depth", FI_PARAM_INT, &mrl_params.rail_depth, 1,
+	  "Most chunks in flight on one rail (default 64)." },
+	{ "rail_bytes", FI_PARAM_SIZE_T, &mrl_params.rail_bytes, 1,
+	  "Most bytes in flight on one rail; the next chunk goes to the "
+	  "rail that drains first (default 2097152)." },
+	{ "policy", FI_PARAM_STRING, &mrl_params.policy, 0,
+	  "auto (small ops to the least busy rail, large ops split), split "
+	  "(every op over all rails) or roundrobin (whole ops rotate)." },
+	{ "topo_xml", FI_PARAM_STRING, &mrl_params.topo_xml, 0,
+	  "hwloc XML topology to place rails, GPUs and NUMA nodes in, "
+	  "instead of this host's (testing without the hardware)." },
+	{ "rails_per_gpu", FI_PARAM_INT, &mrl_params.rails_per_gpu, 0,
+	  "Most rails for memory on one GPU (default 0: every rail of the "
+	  "closest class)." },
+	{ "gpu", FI_PARAM_INT, NULL, 0,
+	  "The GPU this process uses, for the order of fi_getinfo's "
+	  "entries (default: CUDA's current device, for FI_HMEM users)." },
+	{ "gpu_pci", FI_PARAM_STRING, NULL, 0,
+	  "Comma list of GPU PCI bus ids replacing CUDA's devices "
+	  "(device i is the i-th; testing without GPUs)." },
+};
+
+#define MRL_NPARAMS (sizeof(mrl_param_defs) / sizeof(mrl_param_defs[0]))
+
 static void mrl_define_params(void)
 {
-	fi_param_define(&mrl_prov, "rails", FI_PARAM_STRING,
-		"Comma list of core domain names to use as rails, in order; a "
-		"name may repeat (lo,lo,lo,lo: four rails on loopback), and "
-		"lo@NIC places a rail where the topology has NIC. "
-		"Default: every domain of the core except lo.");
-	fi_param_define(&mrl_prov, "max_rails", FI_PARAM_INT,
-		"Most rails to use (default 32).");
-	fi_param_define(&mrl_prov, "core", FI_PARAM_STRING,
-		"Core provider to stripe over when none is named by "
-		"FI_PROVIDER or hints (e.g. \"tcp;ofi_rxm\", \"efa\").");
-	fi_param_define(&mrl_prov, "chunk_size", FI_PARAM_SIZE_T,
-		"Largest piece of a striped operation on one rail "
-		"(default 262144).");
-	fi_param_define(&mrl_prov, "stripe_min", FI_PARAM_SIZE_T,
-		"Operations smaller than this go whole on one rail "
-		"(default 65536).");
-	fi_param_define(&mrl_prov, "rail_depth", FI_PARAM_INT,
-		"Most chunks in flight on one rail (default 64).");
-	fi_param_define(&mrl_prov, "rail_bytes", FI_PARAM_SIZE_T,
-		"Most bytes in flight on one rail; the next chunk goes to the "
-		"rail that drains first (default 2097152).");
-	fi_param_define(&mrl_prov, "policy", FI_PARAM_STRING,
-		"auto (small ops to the least busy rail, large ops split), split "
-		"(every op over all rails) or roundrobin (whole ops rotate).");
-	fi_param_define(&mrl_prov, "topo_xml", FI_PARAM_STRING,
-		"hwloc XML topology to place rails, GPUs and NUMA nodes in, "
-		"instead of this host's (testing without the hardware).");
-	fi_param_define(&mrl_prov, "rails_per_gpu", FI_PARAM_INT,
-		"Most rails for memory on one GPU (default 0: every rail "
-		"of the closest class).");
-	fi_param_define(&mrl_prov, "gpu", FI_PARAM_INT,
-		"The GPU this process uses, for the order of fi_getinfo's "
-		"entries (default: CUDA's current device, for FI_HMEM users).");
-	fi_param_define(&mrl_prov, "gpu_pci", FI_PARAM_STRING,
-		"Comma list of GPU PCI bus ids replacing CUDA's devices "
-		"(device i is the i-th; testing without GPUs).");
+	size_t i;
+
+	for (i = 0; i < MRL_NPARAMS; i++)
+		fi_param_define(&mrl_prov, mrl_param_defs[i].name,
+				mrl_param_defs[i].type, "%s",
+				mrl_param_defs[i].help);
 }
 
-static void mrl_read_params(void)
+static void too_small(const struct mrl_param_def *d, long long got)
+{
+	char upper[32];
+	size_t i;
+
+	for (i = 0; d->name[i] && i < sizeof(upper) - 1; i++)
+		upper[i] = toupper((unsigned char) d->name[i]);
+	upper[i] = '\0';
+	MRL_WARN(FI_LOG_CORE, "FI_MULTIRAIL_%s=%lld is below %ld: ignored\n",
+		 upper, got, d->min);
+}
+
+static void read_param(const struct mrl_param_def *d)
 {
 	size_t sz;
 	int i;
 
-	fi_param_get_str(&mrl_prov, "rails", &mrl_params.rails);
-	if (!fi_param_get_int(&mrl_prov, "max_rails", &i))
-		mrl_params.max_rails = i;
-	fi_param_get_str(&mrl_prov, "core", &mrl_params.core);
-	if (!fi_param_get_size_t(&mrl_prov, "chunk_size", &sz) && sz >= 4096)
-		mrl_params.chunk_size = sz;
-	if (!fi_param_get_size_t(&mrl_prov, "stripe_min", &sz))
-		mrl_params.stripe_min = sz;
-	if (!fi_param_get_int(&mrl_prov, "rail_depth", &i) && i > 0)
-		mrl_params.rail_depth = i;
-	if (!fi_param_get_size_t(&mrl_prov, "rail_bytes", &sz) && sz)
-		mrl_params.rail_bytes = sz;
-	fi_param_get_str(&mrl_prov, "policy", &mrl_params.policy);
-	fi_param_get_str(&mrl_prov, "topo_xml", &mrl_params.topo_xml);
-	if (!fi_param_get_int(&mrl_prov, "rails_per_gpu", &i) && i >= 0)
-		mrl_params.rails_per_gpu = i;
+	switch (d->type) {
+	case FI_PARAM_STRING:
+		fi_param_get_str(&mrl_prov, d->name, d->value);
+		break;
+	case FI_PARAM_INT:
+		if (fi_param_get_int(&mrl_prov, d->name, &i))
+			break;
+		if (i < d->min)
+			too_small(d, i);
+		else
+			*(int *) d->value = i;
+		break;
+	case FI_PARAM_SIZE_T:
+		if (fi_param_get_size_t(&mrl_prov, d->name, &sz))
+			break;
+		if (sz < (size_t) d->min)
+			too_small(d, (long long) sz);
+		else
+			*(size_t *) d->value = sz;
+		break;
+	default:
+		break;
+	}
+}
+
+static void mrl_read_params(void)
+{
+	size_t i;
+
+	for (i = 0; i < MRL_NPARAMS; i++) {
+		if (mrl_param_defs[i].value)
+			read_param(&mrl_param_defs[i]);
+	}
 }
 
 static void mrl_cleanup(void)
