@@ -158,6 +158,7 @@ struct mrl_domain {
 	bool key_has_gen;		/* 32-bit core keys: key = gen|key0 */
 	uint32_t key_gen;
 	pthread_mutex_t lock;
+	bool locking;			/* false under FI_THREAD_DOMAIN */
 	struct mrl_list mrs;		/* registrations, for key lookup */
 	struct mrl_raw_map *raw_maps;	/* fi_mr_map_raw results */
 	size_t nraw_maps;
@@ -526,14 +527,20 @@ uint32_t mrl_locality_process_mask(const struct mrl_loc *locs, int n,
 
 /* ---- helpers ----------------------------------------------------------------- */
 
+/*
+ * One lock per domain guards every object under it.  Under FI_THREAD_DOMAIN
+ * the application serialises all calls on the domain, so none is taken.
+ */
 static inline void mrl_lock(struct mrl_domain *d)
 {
-	pthread_mutex_lock(&d->lock);
+	if (d->locking)
+		pthread_mutex_lock(&d->lock);
 }
 
 static inline void mrl_unlock(struct mrl_domain *d)
 {
-	pthread_mutex_unlock(&d->lock);
+	if (d->locking)
+		pthread_mutex_unlock(&d->lock);
 }
 
 int mrl_fid_nosys(void);

@@ -186,6 +186,7 @@ int mrl_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	if (!dom)
 		return -FI_ENOMEM;
 	pthread_mutex_init(&dom->lock, NULL);
+	dom->locking = info->domain_attr->threading != FI_THREAD_DOMAIN;
 	mrl_list_init(&dom->mrs);
 	dom->fabric = mrl_container_of(fabric, struct mrl_fabric, fabric_fid);
 	dom->info = fi_dupinfo(info);
