@@ -3,6 +3,7 @@
  *   - every entry honours the hints it answers, or the answer is
  *     -FI_ENODATA: msg_order, progress, mr_mode (BASIC, SCALABLE, 0),
  *     sizes and limits, rx caps with FI_RMA (fabtests' getinfo_test);
+ *   - FI_MR_RAW only with remote access; every FI_ATOMIC entry opens;
  *   - an entry fed back as hints (fi_dupinfo of a result, as fabtests'
  *     multi_ep does) finds the same provider again;
  *   - FI_SOURCE with a service and no node (fabtests -E): the wildcard
@@ -136,6 +137,62 @@ static void hints_honoured(void)
 	expect_honoured("caps FI_RMA in tx and rx", h, rx_rma);
 }
 
+/* A raw key only where keys matter: remote access (fabtests' pingpong
+ * unmapped a key it never mapped when FI_MR_RAW came with FI_MSG alone). */
+static void raw_keys_with_rma_only(void)
+{
+	uint64_t caps[] = { FI_MSG, FI_TAGGED, FI_MSG | FI_RMA, FI_RMA };
+	struct fi_info *h, *info;
+	size_t i;
+	int ret;
+
+	for (i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+		h = base_hints();
+		h->caps = caps[i];
+		h->domain_attr->mr_mode |= FI_MR_RAW;
+		info = NULL;
+		ret = fi_getinfo(API, NULL, NULL, 0, h, &info);
+		check(!ret && info && !(info->domain_attr->mr_mode & FI_MR_RAW) ==
+		      !(caps[i] & FI_RMA), "caps 0x%llx, FI_MR_RAW allowed: "
+		      "ret %d, FI_MR_RAW %s", (unsigned long long) caps[i], ret,
+		      info && (info->domain_attr->mr_mode & FI_MR_RAW) ?
+		      "given" : "not given");
+		fi_freeinfo(info);
+		fi_freeinfo(h);
+	}
+}
+
+/*
+ * Every entry opens: under FI_PROVIDER="multirail;tcp" a layered core
+ * (tcp;ofi_rxm, the only tcp with atomics) cannot open, as libfabric hides
+ * its base from ofi_rxm; such an entry must not be offered.
+ */
+static void atomic_entries_open(void)
+{
+	struct fi_info *h = base_hints(), *info = NULL;
+	struct fid_fabric *fabric = NULL;
+	struct fid_domain *domain = NULL;
+	int ret;
+
+	h->caps = FI_MSG | FI_RMA | FI_ATOMIC;
+	ret = fi_getinfo(API, NULL, NULL, 0, h, &info);
+	fi_freeinfo(h);
+	if (ret) {
+		check(ret == -FI_ENODATA, "FI_ATOMIC: no entry (%d)", ret);
+		return;
+	}
+	ret = fi_fabric(info->fabric_attr, &fabric, NULL);
+	if (!ret)
+		ret = fi_domain(fabric, info, &domain, NULL);
+	check(!ret, "FI_ATOMIC entry over %s opens its domain: %d",
+	      info->fabric_attr->name, ret);
+	if (domain)
+		fi_close(&domain->fid);
+	if (fabric)
+		fi_close(&fabric->fid);
+	fi_freeinfo(info);
+}
+
 /* fabtests' multi_ep: the result, duplicated, is the next query's hints. */
 static void entry_as_hints(void)
 {
@@ -233,6 +290,8 @@ int main(void)
 	       getenv("MRL_TEST_PROV") ?: "(unset)",
 	       getenv("FI_MULTIRAIL_RAILS") ?: "(unset)");
 	hints_honoured();
+	raw_keys_with_rma_only();
+	atomic_entries_open();
 	entry_as_hints();
 	wildcard_source();
 	return check_failures ? 1 : 0;

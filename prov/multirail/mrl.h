@@ -118,7 +118,8 @@ int mrl_split_rails(const char *domain_name, char ***names);
 void mrl_free_names(char **names);
 struct fi_info *mrl_core_hints(const struct fi_info *hints,
 			       const char *core_name);
-uint64_t mrl_user_mr_mode(const struct fi_info *hints, uint64_t core_mode);
+uint64_t mrl_user_mr_mode(const struct fi_info *hints, uint64_t core_mode,
+			  uint64_t caps);
 const char *mrl_hints_miss(const struct fi_info *fi, const struct fi_info *h);
 void mrl_fill_info(struct fi_info *info, const struct fi_info *core,
 		   const struct fi_info *hints);

@@ -150,12 +150,19 @@ struct fi_info *mrl_core_hints(const struct fi_info *hints,
  * rail at once.  Otherwise our 64-bit keys name a registration and the
  * initiator learns the other rails' keys over the control channel.
  */
-uint64_t mrl_user_mr_mode(const struct fi_info *hints, uint64_t core_mode)
+uint64_t mrl_user_mr_mode(const struct fi_info *hints, uint64_t core_mode,
+			  uint64_t caps)
 {
 	uint64_t mode = core_mode & MRL_MR_MODES & ~FI_MR_RAW;
 
+	/*
+	 * Keys only matter to remote access: without it, no raw key (an
+	 * application then needs no fi_mr_map_raw/unmap_key, and fabtests'
+	 * pingpong unmapped a key it never mapped).
+	 */
 	if (hints && hints->domain_attr &&
-	    (hints->domain_attr->mr_mode & FI_MR_RAW))
+	    (hints->domain_attr->mr_mode & FI_MR_RAW) &&
+	    (caps & (FI_RMA | FI_ATOMIC)))
 		mode |= FI_MR_RAW;
 	return mode;
 }
@@ -235,7 +242,8 @@ void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
 	fi->domain_attr->av_type = hints && hints->domain_attr->av_type ?
 				   hints->domain_attr->av_type : FI_AV_UNSPEC;
 	fi->domain_attr->mr_mode = mrl_user_mr_mode(hints,
-						    core->domain_attr->mr_mode);
+						    core->domain_attr->mr_mode,
+						    caps);
 	fi->domain_attr->mr_key_size = sizeof(uint64_t);
 	fi->domain_attr->tx_ctx_cnt = fi->domain_attr->rx_ctx_cnt = 1;
 	fi->domain_attr->max_ep_tx_ctx = fi->domain_attr->max_ep_rx_ctx = 1;

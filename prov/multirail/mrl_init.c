@@ -196,7 +196,8 @@ static const char *native_alternative(const char *core_name)
 
 /*
  * Swap a layered core that cannot open for a native one; the caller's
- * list and name are replaced.  Returns 0 when nothing needed doing.
+ * list and name are replaced.  Returns 0 when nothing needed doing or the
+ * swap was made, -FI_ENODATA when no core can open.
  */
 static int avoid_hidden_layering(uint32_t version, struct fi_info *core_hints,
 				 struct fi_info **all, char **core_name)
@@ -209,23 +210,24 @@ static int avoid_hidden_layering(uint32_t version, struct fi_info *core_hints,
 
 	if (!layered_core_hidden(version, found))
 		return 0;
-	if (!alt) {
-		MRL_WARN(FI_LOG_CORE, "core %s sits on a provider that "
+	alt_name = alt ? strdup(alt) : NULL;
+	if (alt_name) {
+		core_hints->fabric_attr->prov_name = alt_name;
+		ret = core_getinfo(version, NULL, NULL, 0, core_hints,
+				   &alt_all);
+		core_hints->fabric_attr->prov_name = saved;
+		if (!ret)
+			ret = filter_core(&alt_all, &alt_name);
+	}
+	if (!alt_name || ret || strcmp(alt_name, alt)) {
+		/* an entry whose fi_domain must fail is no answer */
+		MRL_INFO(FI_LOG_CORE, "core %s sits on a provider that "
 			 "FI_PROVIDER hides, so it cannot open; name it with "
 			 "fi_getinfo hints (\"%s;multirail\") instead\n",
 			 found, found);
-		return 0;
-	}
-	alt_name = strdup(alt);
-	core_hints->fabric_attr->prov_name = alt_name;
-	ret = core_getinfo(version, NULL, NULL, 0, core_hints, &alt_all);
-	core_hints->fabric_attr->prov_name = saved;
-	if (!ret)
-		ret = filter_core(&alt_all, &alt_name);
-	if (ret || strcmp(alt_name, alt)) {
 		fi_freeinfo(alt_all);
 		free(alt_name);
-		return 0;
+		return -FI_ENODATA;
 	}
 	MRL_INFO(FI_LOG_CORE, "core %s cannot open while FI_PROVIDER hides "
 		 "its base; using %s, the same transport without the "
