@@ -983,10 +983,30 @@ static void mr_cases(void)
 	mr_odd("mr_reg NULL buffer, 0 bytes", NULL, 0);
 }
 
+static void expect_busy(const char *what, int ret)
+{
+	if (ret != -FI_EBUSY)
+		die("%s: %d (%s), -FI_EBUSY was due", what, ret,
+		    fi_strerror(-ret));
+	ok(what, ret);
+}
+
+/*
+ * Closing what is still in use is refused and changes nothing: the AV an
+ * endpoint reads its peers from, the CQ it reports to, the domain under
+ * all of them.  Then the right order closes everything.
+ */
 static void close_all(void)
 {
+	expect_busy("close an AV still bound", fi_close(&av->fid));
+	expect_busy("close a CQ still bound", fi_close(&cq->fid));
+	expect_busy("close a domain with objects open",
+		    fi_close(&domain->fid));
+	valid_write("valid write after the refused closes");
 	CHK(fi_close(&ep->fid));
 	CHK(fi_close(&mr->fid));
+	expect_busy("close a domain with an AV and a CQ open",
+		    fi_close(&domain->fid));
 	CHK(fi_close(&av->fid));
 	CHK(fi_close(&cq->fid));
 	CHK(fi_close(&domain->fid));

@@ -160,6 +160,7 @@ struct mrl_domain {
 	uint32_t key_gen;
 	pthread_mutex_t lock;
 	bool locking;			/* false under FI_THREAD_DOMAIN */
+	int children;			/* open objects: close is -FI_EBUSY */
 	struct mrl_list mrs;		/* registrations, for key lookup */
 	struct mrl_raw_map *raw_maps;	/* fi_mr_map_raw results */
 	size_t nraw_maps;
@@ -286,6 +287,7 @@ struct mrl_av {
 	fi_addr_t *rev0;		/* rail-0 core fi_addr -> user fi_addr */
 	size_t nrev0;
 	struct mrl_ep *ep;		/* bound endpoint, for handshakes */
+	int nbound;			/* endpoints bound: close is -FI_EBUSY */
 };
 
 int mrl_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
@@ -542,6 +544,21 @@ static inline void mrl_unlock(struct mrl_domain *d)
 {
 	if (d->locking)
 		pthread_mutex_unlock(&d->lock);
+}
+
+/*
+ * Every object opened on a domain holds it: fi_close of a domain with
+ * objects still open is -FI_EBUSY, as libfabric's own providers answer.
+ * Opens and closes may race under FI_THREAD_SAFE, hence atomics.
+ */
+static inline void mrl_domain_hold(struct mrl_domain *d)
+{
+	__atomic_add_fetch(&d->children, 1, __ATOMIC_RELAXED);
+}
+
+static inline void mrl_domain_release(struct mrl_domain *d)
+{
+	__atomic_sub_fetch(&d->children, 1, __ATOMIC_RELAXED);
 }
 
 int mrl_fid_nosys(void);

@@ -461,9 +461,8 @@ static const char *mrl_av_straddr(struct fid_av *av_fid, const void *addr,
 	return buf;
 }
 
-static int mrl_av_close(struct fid *fid)
+static void av_free(struct mrl_av *av)
 {
-	struct mrl_av *av = mrl_container_of(fid, struct mrl_av, av_fid.fid);
 	size_t i;
 	int r;
 
@@ -476,6 +475,20 @@ static int mrl_av_close(struct fid *fid)
 	free(av->table);
 	free(av->rev0);
 	free(av);
+}
+
+static int mrl_av_close(struct fid *fid)
+{
+	struct mrl_av *av = mrl_container_of(fid, struct mrl_av, av_fid.fid);
+
+	/* its peers are what a bound endpoint reads, up to its own close */
+	if (av->nbound) {
+		MRL_WARN(FI_LOG_AV, "AV closed while an endpoint is bound to "
+			 "it\n");
+		return -FI_EBUSY;
+	}
+	mrl_domain_release(av->domain);
+	av_free(av);
 	return 0;
 }
 
@@ -530,7 +543,7 @@ int mrl_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr,
 		if (ret) {
 			MRL_WARN(FI_LOG_AV, "rail %d: fi_av_open: %s\n", r,
 				 fi_strerror(-ret));
-			mrl_av_close(&av->av_fid.fid);
+			av_free(av);
 			return ret;
 		}
 	}
@@ -538,6 +551,7 @@ int mrl_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr,
 	av->av_fid.fid.context = context;
 	av->av_fid.fid.ops = &mrl_av_fi_ops;
 	av->av_fid.ops = &mrl_av_ops;
+	mrl_domain_hold(dom);
 	*av_out = &av->av_fid;
 	return 0;
 }

@@ -190,6 +190,7 @@ static int mrl_cntr_close(struct fid *fid)
 		MRL_WARN(FI_LOG_CNTR, "counter closed while endpoints use it\n");
 		return -FI_EBUSY;
 	}
+	mrl_domain_release(cntr->domain);
 	free(cntr);
 	return 0;
 }
@@ -237,6 +238,7 @@ int mrl_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 	cntr->cntr_fid.fid.context = context;
 	cntr->cntr_fid.fid.ops = &mrl_cntr_fi_ops;
 	cntr->cntr_fid.ops = &mrl_cntr_ops;
+	mrl_domain_hold(cntr->domain);
 	*cntr_out = &cntr->cntr_fid;
 	return 0;
 }

@@ -278,6 +278,7 @@ static int mrl_cq_close(struct fid *fid)
 		mrl_list_del(&ce->link);
 		free(ce);
 	}
+	mrl_domain_release(cq->domain);
 	free(cq->ring);
 	free(cq);
 	return 0;
@@ -341,6 +342,7 @@ int mrl_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 	cq->cq_fid.fid.context = context;
 	cq->cq_fid.fid.ops = &mrl_cq_fi_ops;
 	cq->cq_fid.ops = &mrl_cq_ops;
+	mrl_domain_hold(cq->domain);
 	*cq_out = &cq->cq_fid;
 	return 0;
 }

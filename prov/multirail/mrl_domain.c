@@ -26,9 +26,10 @@ static int mrl_domain_close(struct fid *fid)
 	struct mrl_domain *dom = mrl_container_of(fid, struct mrl_domain,
 						  domain_fid.fid);
 
-	if (!mrl_list_empty(&dom->mrs)) {
-		MRL_WARN(FI_LOG_DOMAIN, "domain closed with memory still "
-			 "registered\n");
+	if (!mrl_list_empty(&dom->mrs) ||
+	    __atomic_load_n(&dom->children, __ATOMIC_RELAXED)) {
+		MRL_WARN(FI_LOG_DOMAIN, "domain closed with memory registered "
+			 "or objects open on it\n");
 		return -FI_EBUSY;
 	}
 	close_rails(dom);

@@ -248,6 +248,7 @@ static int bind_av(struct mrl_ep *ep, struct mrl_av *av)
 	}
 	ep->av = av;
 	av->ep = ep;
+	av->nbound++;
 	return 0;
 }
 
@@ -680,7 +681,9 @@ static int mrl_ep_close(struct fid *fid)
 			mrl_fence_forget_ep(ep, ep->av->all[i]);
 			mrl_ctrl_forget_ep(ep, ep->av->all[i]);
 		}
-		ep->av->ep = NULL;
+		if (ep->av->ep == ep)
+			ep->av->ep = NULL;
+		ep->av->nbound--;
 	}
 	mrl_unlock(ep->domain);
 
@@ -704,6 +707,7 @@ static int mrl_ep_close(struct fid *fid)
 	free(ep->msg_reqs);
 	free(ep->name);
 	fi_freeinfo(ep->info);
+	mrl_domain_release(ep->domain);
 	free(ep);
 	return 0;
 }
@@ -840,6 +844,7 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->ep_fid.rma = &mrl_rma_ops;
 	ep->ep_fid.tagged = &mrl_tagged_ops;
 	ep->ep_fid.atomic = &mrl_atomic_ops;
+	mrl_domain_hold(dom);
 	*ep_out = &ep->ep_fid;
 	return 0;
 err:

@@ -110,7 +110,11 @@ static int mrl_poll_del(struct fid_poll *pollset, struct fid *event_fid,
 
 static int mrl_poll_close(struct fid *fid)
 {
-	free(mrl_container_of(fid, struct mrl_poll, poll_fid.fid));
+	struct mrl_poll *ps = mrl_container_of(fid, struct mrl_poll,
+					       poll_fid.fid);
+
+	mrl_domain_release(ps->domain);
+	free(ps);
 	return 0;
 }
 
@@ -145,6 +149,7 @@ int mrl_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
 	ps->poll_fid.fid.fclass = FI_CLASS_POLL;
 	ps->poll_fid.fid.ops = &mrl_poll_fi_ops;
 	ps->poll_fid.ops = &mrl_poll_ops;
+	mrl_domain_hold(ps->domain);
 	*pollset = &ps->poll_fid;
 	return 0;
 }
