@@ -1,14 +1,14 @@
 #!/bin/sh
 # Ordering on rails of very different speeds: fi_writedata's CQ data after
 # its bytes, and a message sent after writes completed after their bytes.
-# The emulated testbed (fabtests-ext/scripts/testbed) with two rails at 1000 and two at
+# The emulated testbed (fabtests-ext/scripts/fi_multirail_testbed) with two rails at 1000 and two at
 # 50 Mbit/s, initiator and target in its two namespaces, ops forced into
 # 64 KiB chunks so every op crosses fast and slow rails.  The target checks
 # every byte of an op at the moment it reads that op's CQ entry, for many
 # iterations.  Needs root and network namespaces; skipped (77) without.
 export FI_PROVIDER_PATH="$(pwd)/.libs"
 unset FI_PROVIDER FI_MULTIRAIL_RAILS
-TB="${srcdir:-.}/fabtests-ext/scripts/testbed"
+TB="${srcdir:-.}/fabtests-ext/scripts/fi_multirail_testbed"
 
 # A testbed already up belongs to someone else (a benchmark): leave it.
 if ip netns list 2>/dev/null | grep -qE '^mrl_(a|b)\b'; then
