@@ -23,6 +23,7 @@
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
+#include "mrl_proto.h"
 #include "mrl_stripe.h"
 #include "mrl_topo.h"
 
@@ -54,9 +55,6 @@
 #define MRL_ORDER_NONE		FI_ORDER_NONE
 #endif
 
-/* Tags with this bit set are the provider's control messages. */
-#define MRL_CTRL_TAG	(1ULL << 63)
-
 extern struct fi_provider mrl_prov;
 
 #define MRL_WARN(subsys, ...)	FI_WARN(&mrl_prov, subsys, __VA_ARGS__)
@@ -85,21 +83,6 @@ enum mrl_policy {
 };
 
 /* ---- composite address ---------------------------------------------- */
-
-#define MRL_ADDR_MAGIC		0x4d524c41u	/* "MRLA" */
-#define MRL_ADDR_VERSION	1
-#define MRL_ADDR_PARTIAL	0x1	/* only rail 0 known (from getinfo) */
-
-struct mrl_addr_hdr {
-	uint32_t magic;
-	uint8_t version;
-	uint8_t nrails;
-	uint8_t flags;
-	uint8_t reserved;
-	uint16_t rail_addrlen;
-	uint16_t reserved2;
-	/* nrails * rail_addrlen bytes of core addresses follow */
-};
 
 size_t mrl_addr_size(int nrails, size_t rail_addrlen);
 int mrl_addr_check(const void *addr, size_t len);
@@ -190,16 +173,6 @@ struct mrl_raw_map {
 	int nrails;
 	uint64_t keys[MRL_MAX_RAILS];
 };
-
-/* Raw key: what fi_mr_raw_attr hands out. */
-struct mrl_raw_key {
-	uint32_t magic;
-	uint16_t nrails;
-	uint16_t reserved;
-	uint64_t keys[];
-};
-#define MRL_RAW_MAGIC	0x4d524c4bu	/* "MRLK" */
-#define MRL_RAW_KEY_TAG	(1ULL << 62)	/* keys from fi_mr_map_raw */
 
 int mrl_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
 	       uint64_t offset, uint64_t requested_key, uint64_t flags,
@@ -381,10 +354,21 @@ struct mrl_rma_req {
 	struct mrl_rma_req *next_free;
 };
 
-#define MRL_CTRL_BUF_SIZE	4096
 #define MRL_CTRL_RX_COUNT	8	/* on rail 0 */
 #define MRL_CTRL_RAIL_RX_COUNT	2	/* on each other rail: RAIL_UP only */
 #define MRL_CTRL_TX_COUNT	16
+
+/* Why a received control message was dropped (mrl_ctrl.c). */
+enum {
+	MRL_CTRL_DROP_FOREIGN,
+	MRL_CTRL_DROP_VERSION,
+	MRL_CTRL_DROP_TYPE,
+	MRL_CTRL_DROP_NKEYS,
+	MRL_CTRL_DROP_SHORT,
+	MRL_CTRL_DROP_NO_AV,
+	MRL_CTRL_DROP_KINDS,
+	MRL_CTRL_OK = MRL_CTRL_DROP_KINDS,
+};
 
 struct mrl_ctrl_buf {
 	struct mrl_req_hdr hdr;		/* must stay first */
@@ -437,6 +421,7 @@ struct mrl_ep {
 	struct mrl_ctrl_buf *ctrl_tx_free;
 	struct mrl_ctrl_buf *ctrl_backlog, **ctrl_backlog_tail;
 	bool compact_logged;		/* fi_getname gave rail 0 alone */
+	uint64_t ctrl_dropped[MRL_CTRL_DROP_KINDS];	/* by reason */
 	bool ctrl_enabled;
 	bool in_progress;
 	bool want_src;			/* FI_SOURCE: cores' sources wanted */
@@ -481,14 +466,6 @@ void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 			  const struct mrl_key_entry *entry);
 
 /* ---- control channel ------------------------------------------------------ */
-
-enum mrl_ctrl_type {
-	MRL_CTRL_HELLO = 1,	/* here is my full address, send me yours */
-	MRL_CTRL_HELLO_ACK,	/* here is mine */
-	MRL_CTRL_KEY_REQ,	/* give me your rails' keys for key */
-	MRL_CTRL_KEY_RESP,
-	MRL_CTRL_RAIL_UP,	/* sent on a rail to connect it; no answer */
-};
 
 int mrl_ctrl_init(struct mrl_ep *ep);
 void mrl_ctrl_fini(struct mrl_ep *ep);

@@ -19,7 +19,6 @@
 
 #include "mrl.h"
 
-#define MRL_CTRL_MAGIC	0x4d524c43u	/* "MRLC" */
 #define MRL_KEY_REASK_NS	1000000000ull
 
 static uint64_t now_ns(void)
@@ -29,24 +28,6 @@ static uint64_t now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
-
-struct mrl_ctrl_msg {
-	uint32_t magic;
-	uint16_t type;
-	uint16_t addrlen;
-	uint64_t key;
-	int32_t status;
-	uint16_t nrails;
-	uint16_t flags;
-	/* addrlen bytes of the sender's address, then nrails keys */
-	uint8_t payload[];
-};
-
-/*
- * KEY_RESP: the last key slot is the mask of the target's rails nearest
- * the registration (0: no preference), so the initiator can pair rails.
- */
-#define MRL_CTRL_F_NEAR	0x1
 
 static void *ctrl_desc(struct mrl_ep *ep, int rail)
 {
@@ -207,7 +188,7 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
  */
 static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 		   int type, uint64_t key, int status, const uint64_t *keys,
-		   int nkeys)
+		   int nkeys, uint32_t near_mask)
 {
 	struct mrl_ctrl_buf *buf = ep->ctrl_tx_free;
 	struct mrl_ctrl_msg *msg;
@@ -222,13 +203,15 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 		return -FI_EAGAIN;
 	ep->ctrl_tx_free = buf->next_free;
 	msg = (struct mrl_ctrl_msg *) buf->data;
+	memset(msg, 0, sizeof(*msg));
 	msg->magic = MRL_CTRL_MAGIC;
+	msg->version = MRL_CTRL_VERSION;
 	msg->type = type;
 	msg->addrlen = ep->namelen;
 	msg->key = key;
 	msg->status = status;
-	msg->nrails = nkeys;
-	msg->flags = type == MRL_CTRL_KEY_RESP && nkeys ? MRL_CTRL_F_NEAR : 0;
+	msg->nkeys = nkeys;
+	msg->near_mask = near_mask;
 	memcpy(msg->payload, ep->name, ep->namelen);
 	if (nkeys)
 		memcpy(msg->payload + ep->namelen, keys,
@@ -243,11 +226,11 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 	return 0;
 }
 
+/* Everything but RAIL_UP goes on rail 0. */
 static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
-		     uint64_t key, int status, const uint64_t *keys,
-		     int nkeys)
+		     uint64_t key)
 {
-	return send_on(ep, peer, 0, type, key, status, keys, nkeys);
+	return send_on(ep, peer, 0, type, key, 0, NULL, 0, 0);
 }
 
 /*
@@ -272,7 +255,7 @@ void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 	for (r = 1; todo && r < peer->nrails; r++) {
 		if (!(todo & (1u << r)))
 			continue;
-		if (send_on(ep, peer, r, MRL_CTRL_RAIL_UP, 0, 0, NULL, 0))
+		if (send_on(ep, peer, r, MRL_CTRL_RAIL_UP, 0, 0, NULL, 0, 0))
 			break;		/* no buffer now: the next op retries */
 		peer->rails_up |= 1u << r;
 		peer->rails_up_ep = ep;
@@ -283,7 +266,7 @@ int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer)
 {
 	if (peer->hello_sent)
 		return 0;
-	if (send_ctrl(ep, peer, MRL_CTRL_HELLO, 0, 0, NULL, 0))
+	if (send_ctrl(ep, peer, MRL_CTRL_HELLO, 0))
 		return -FI_EAGAIN;
 	peer->hello_sent = true;
 	return 0;
@@ -329,7 +312,7 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 			return e;
 		t = now_ns();
 		if (t - e->asked_ns > MRL_KEY_REASK_NS &&
-		    !send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key, 0, NULL, 0))
+		    !send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key))
 			e->asked_ns = t;
 		return e;
 	}
@@ -337,7 +320,7 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 		mrl_ctrl_hello(ep, peer);
 		return NULL;
 	}
-	if (send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key, 0, NULL, 0))
+	if (send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key))
 		return NULL;	/* asked again on a later op */
 	e = calloc(1, sizeof(*e));
 	if (!e)
@@ -354,17 +337,16 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key)
 {
 	struct mrl_mr *mr = mrl_mr_find(ep->domain, key);
-	uint64_t keys[MRL_MAX_RAILS + 1];
+	uint64_t keys[MRL_MAX_RAILS];
 	int r, n = 0;
 
 	if (mr) {
 		n = ep->domain->nrails;
 		for (r = 0; r < n; r++)
 			keys[r] = fi_mr_key(mr->core[r]);
-		keys[n++] = mr->near_mask;
 	}
-	send_ctrl(ep, peer, MRL_CTRL_KEY_RESP, key, mr ? 0 : -FI_ENOKEY,
-		  keys, n);
+	send_on(ep, peer, 0, MRL_CTRL_KEY_RESP, key, mr ? 0 : -FI_ENOKEY,
+		keys, n, mr ? mr->near_mask : 0);
 }
 
 static void take_keys(struct mrl_ep *ep, struct mrl_peer *peer,
@@ -376,23 +358,12 @@ static void take_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 
 	if (!e)
 		return;
-	if (msg->status || !msg->nrails) {
+	n = msg->nkeys;
+	if (msg->status || !n) {
 		e->state = MRL_KEY_INVALID;
 		return;
 	}
-	n = msg->nrails;
-	e->near_mask = 0;
-	if (msg->flags & MRL_CTRL_F_NEAR) {
-		uint64_t near;
-
-		n--;
-		memcpy(&near, p + n * sizeof(uint64_t), sizeof(near));
-		e->near_mask = (uint32_t) near;
-	}
-	if (!n) {
-		e->state = MRL_KEY_INVALID;
-		return;
-	}
+	e->near_mask = msg->near_mask;
 	e->nrails = n < MRL_MAX_RAILS ? n : MRL_MAX_RAILS;
 	for (r = 0; r < e->nrails; r++)
 		memcpy(&e->keys[r], p + r * sizeof(uint64_t), sizeof(uint64_t));
@@ -400,15 +371,57 @@ static void take_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 	mrl_rma_keys_learned(ep, peer, e);
 }
 
+static const char *const drop_reason[MRL_CTRL_DROP_KINDS] = {
+	[MRL_CTRL_DROP_FOREIGN] = "not a multirail control message",
+	[MRL_CTRL_DROP_VERSION] = "another version of multirail's control "
+				  "protocol",
+	[MRL_CTRL_DROP_TYPE] = "unknown message type",
+	[MRL_CTRL_DROP_NKEYS] = "more keys than rails",
+	[MRL_CTRL_DROP_SHORT] = "shorter than its contents",
+	[MRL_CTRL_DROP_NO_AV] = "no AV bound",
+};
+
+/* Why a received message cannot be used, or MRL_CTRL_OK. */
+static int malformed(const struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
+		     size_t len)
+{
+	if (len < sizeof(*msg) || msg->magic != MRL_CTRL_MAGIC)
+		return MRL_CTRL_DROP_FOREIGN;
+	if (msg->version != MRL_CTRL_VERSION)
+		return MRL_CTRL_DROP_VERSION;
+	if (!msg->type || msg->type > MRL_CTRL_TYPE_MAX)
+		return MRL_CTRL_DROP_TYPE;
+	if (msg->nkeys > MRL_MAX_RAILS)
+		return MRL_CTRL_DROP_NKEYS;
+	if (len < sizeof(*msg) + msg->addrlen +
+		  (size_t) msg->nkeys * sizeof(uint64_t))
+		return MRL_CTRL_DROP_SHORT;
+	if (!ep->av)
+		return MRL_CTRL_DROP_NO_AV;
+	return MRL_CTRL_OK;
+}
+
+/* Logged the 1st, 2nd, 4th, 8th... time for each reason: anyone who can
+ * reach rail 0 can send these, and must not flood the log. */
+static void dropped(struct mrl_ep *ep, int why, const struct mrl_ctrl_msg *msg)
+{
+	uint64_t n = ++ep->ctrl_dropped[why];
+
+	if (n & (n - 1))
+		return;
+	MRL_WARN(FI_LOG_EP_CTRL, "control message dropped: %s (version %d, "
+		 "ours %d; %lu such so far)\n", drop_reason[why], msg->version,
+		 MRL_CTRL_VERSION, (unsigned long) n);
+}
+
 static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		   size_t len)
 {
+	int why = malformed(ep, msg, len);
 	struct mrl_peer *peer;
 
-	if (len < sizeof(*msg) || msg->magic != MRL_CTRL_MAGIC ||
-	    len < sizeof(*msg) + msg->addrlen +
-		  (size_t) msg->nrails * sizeof(uint64_t) || !ep->av) {
-		MRL_WARN(FI_LOG_EP_CTRL, "malformed control message dropped\n");
+	if (why != MRL_CTRL_OK) {
+		dropped(ep, why, msg);
 		return;
 	}
 	peer = mrl_av_learn(ep->av, msg->payload, msg->addrlen);
@@ -419,7 +432,7 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 	}
 	switch (msg->type) {
 	case MRL_CTRL_HELLO:
-		send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0, 0, NULL, 0);
+		send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0);
 		break;
 	case MRL_CTRL_HELLO_ACK:
 		break;
@@ -431,9 +444,6 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		break;
 	case MRL_CTRL_RAIL_UP:
 		break;		/* its arrival was the point */
-	default:
-		MRL_WARN(FI_LOG_EP_CTRL, "control message type %d unknown\n",
-			 msg->type);
 	}
 }
 

@@ -17,7 +17,8 @@
 #include <stdint.h>
 #include <rdma/fabric.h>
 
-#define MRL_MAX_RAILS	32
+#include "mrl_proto.h"	/* MRL_MAX_RAILS */
+
 #define MRL_IOV_LIMIT	4
 
 struct mrl_list {

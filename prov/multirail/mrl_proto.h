@@ -1,0 +1,117 @@
+/*
+ * Every byte multirail puts on the wire or hands out as a key, in one place:
+ *   - the composite address (fi_getname, fi_av_insert, control messages);
+ *   - control messages (tagged sends on the core, MRL_CTRL_TAG);
+ *   - the 64-bit key of a registration (fi_mr_key);
+ *   - the raw key (FI_MR_RAW) and the keys fi_mr_map_raw hands back;
+ *   - the tag bits reserved from the application.
+ * Fields are in host byte order: both peers of a multirail job run the same
+ * build on the same architecture.  A peer speaking another version is
+ * refused with a warning, never half understood.
+ * This header needs no libfabric object: tests and tools include it alone.
+ */
+#ifndef MRL_PROTO_H
+#define MRL_PROTO_H
+
+#include <stdint.h>
+
+#define MRL_MAX_RAILS		32
+
+/* ---- reserved tag bits --------------------------------------------------- */
+
+/* Tags with this bit are control messages: left out of mem_tag_format. */
+#define MRL_CTRL_TAG		(1ULL << 63)
+
+/* ---- composite address --------------------------------------------------- */
+
+#define MRL_ADDR_MAGIC		0x4d524c41u	/* "MRLA" */
+#define MRL_ADDR_VERSION	1
+#define MRL_ADDR_PARTIAL	0x1	/* rail 0 alone (fi_getinfo node, or a
+					 * name cut to fit FI_NAME_MAX) */
+
+struct mrl_addr_hdr {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t nrails;
+	uint8_t flags;			/* MRL_ADDR_* */
+	uint8_t reserved;
+	uint16_t rail_addrlen;		/* every rail's core address: one size */
+	uint16_t reserved2;
+	/* then nrails * rail_addrlen bytes: rail i's core address */
+};
+_Static_assert(sizeof(struct mrl_addr_hdr) == 12, "address header: 12 bytes");
+
+/* ---- control messages ----------------------------------------------------- */
+
+#define MRL_CTRL_MAGIC		0x4d524c43u	/* "MRLC" */
+#define MRL_CTRL_VERSION	2
+/* the receive buffers' size, and so the largest message */
+#define MRL_CTRL_BUF_SIZE	4096
+
+enum mrl_ctrl_type {
+	MRL_CTRL_HELLO = 1,	/* here is my full address, send me yours */
+	MRL_CTRL_HELLO_ACK,	/* here is mine */
+	MRL_CTRL_KEY_REQ,	/* give me your rails' keys for key */
+	MRL_CTRL_KEY_RESP,	/* status, and the keys with their near rails */
+	MRL_CTRL_RAIL_UP,	/* sent on a rail to connect it; no answer */
+	MRL_CTRL_TYPE_MAX = MRL_CTRL_RAIL_UP,
+};
+
+/*
+ * Every message carries the sender's full composite address, so that the
+ * receiver can answer a peer it was never told about and complete a
+ * partial address it holds.
+ */
+struct mrl_ctrl_msg {
+	uint32_t magic;
+	uint8_t version;		/* MRL_CTRL_VERSION */
+	uint8_t type;			/* enum mrl_ctrl_type */
+	uint16_t addrlen;		/* sender's composite address */
+	uint64_t key;			/* KEY_REQ/KEY_RESP: our 64-bit key */
+	int32_t status;			/* KEY_RESP: 0 or -FI_ENOKEY */
+	uint16_t nkeys;			/* KEY_RESP: rail keys that follow */
+	uint16_t reserved;
+	uint32_t near_mask;		/* KEY_RESP: the target's rails nearest
+					 * the registration; 0: no preference */
+	uint32_t reserved2;
+	/* then addrlen bytes of address, then nkeys uint64_t rail keys */
+	uint8_t payload[];
+};
+_Static_assert(sizeof(struct mrl_ctrl_msg) == 32, "control header: 32 bytes");
+/* a KEY_RESP for 32 rails of 64-byte core addresses fits one buffer */
+_Static_assert(sizeof(struct mrl_ctrl_msg) + sizeof(struct mrl_addr_hdr) +
+	       MRL_MAX_RAILS * (64 + sizeof(uint64_t)) <= MRL_CTRL_BUF_SIZE,
+	       "a full KEY_RESP fits a control buffer");
+
+/* ---- keys ------------------------------------------------------------------ */
+
+/*
+ * Our key names a registration: rail 0's core key.  Where the core's keys
+ * are 32 bits and it chooses them (FI_MR_PROV_KEY), a per-domain generation
+ * fills bits 32..61, so a key is not reused by a later registration while
+ * an initiator still holds the other rails' keys learned for it.  Bit 62
+ * marks keys fi_mr_map_raw handed out; bit 63 stays clear.
+ */
+#define MRL_KEY_GEN_SHIFT	32
+#define MRL_KEY_GEN_MASK	0x3fffffffu
+#define MRL_KEY_CORE_MASK	0xffffffffu
+#define MRL_RAW_KEY_TAG		(1ULL << 62)
+
+static inline uint64_t mrl_key_with_gen(uint32_t gen, uint64_t core_key)
+{
+	return ((uint64_t) (gen & MRL_KEY_GEN_MASK) << MRL_KEY_GEN_SHIFT) |
+	       (core_key & MRL_KEY_CORE_MASK);
+}
+
+/* The raw key (FI_MR_RAW): every rail's core key. */
+#define MRL_RAW_MAGIC		0x4d524c4bu	/* "MRLK" */
+
+struct mrl_raw_key {
+	uint32_t magic;
+	uint16_t nrails;
+	uint16_t reserved;
+	uint64_t keys[];		/* nrails core keys, rail order */
+};
+_Static_assert(sizeof(struct mrl_raw_key) == 8, "raw key header: 8 bytes");
+
+#endif /* MRL_PROTO_H */

@@ -1,0 +1,18 @@
+#!/bin/sh
+# The control channel against a peer that is not multirail or speaks
+# another version (test/ctrl_test.c): every bad message dropped with a
+# warning, the receives re-posted, the channel still working after.
+export FI_PROVIDER_PATH="$(pwd)/.libs"
+unset FI_PROVIDER
+export FI_MULTIRAIL_RAILS=lo,lo FI_LOG_LEVEL=warn
+log=ctrl-test.log
+timeout 120 ./test/ctrl_test 2>"$log" || { tail -n 20 "$log"; exit 1; }
+for why in "another version of multirail's control protocol" \
+	   "not a multirail control message" "unknown message type" \
+	   "more keys than rails" "shorter than its contents"; do
+	if ! grep -q "control message dropped: $why" "$log"; then
+		echo "FAIL: no warning \"$why\""
+		exit 1
+	fi
+	echo "ok warned: $why"
+done

@@ -1,0 +1,299 @@
+/*
+ * The control channel against a peer that is not multirail, or speaks
+ * another version of it.  A plain core endpoint sends tagged messages on
+ * the control tag to a multirail endpoint's rail 0: garbage, short ones,
+ * another protocol version, an unknown type, too many keys, an address
+ * longer than the message.  Each must be dropped (ctrl.sh checks the
+ * warning naming the version), every receive buffer re-posted (more
+ * messages are sent than rail 0 has buffers, several times over), and the
+ * channel must still work after: a new registration's keys are learned and
+ * a striped write to it lands on both rails, every byte checked.
+ * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS=lo,lo (ctrl.sh).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include "mrl_proto.h"
+#include "rdma/fi_ext_multirail.h"
+
+#define API		FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+#define LEN		(256 * 1024)	/* striped: over FI_MULTIRAIL_STRIPE_MIN */
+#define ROUNDS		6		/* each sends every bad kind once */
+#define TIMEOUT_S	10
+
+struct side {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+};
+
+static struct side mr_side, core_side;
+static struct fi_multirail_ep_ops *ops;
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	printf("FAIL: ");
+	vprintf(fmt, ap);
+	printf("\n");
+	va_end(ap);
+	exit(1);
+}
+
+#define CHK(call) do {							\
+	long _r = (long) (call);					\
+	if (_r)								\
+		die("%s: %ld (%s)", #call, _r, fi_strerror((int) -_r));	\
+} while (0)
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void open_side(struct side *s, const char *prov, const char *dom,
+		      uint64_t caps)
+{
+	struct fi_info *hints = fi_allocinfo();
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = caps;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->fabric_attr->prov_name = strdup(prov);
+	if (dom)
+		hints->domain_attr->name = strdup(dom);
+	CHK(fi_getinfo(API, NULL, NULL, 0, hints, &s->info));
+	fi_freeinfo(hints);
+	CHK(fi_fabric(s->info->fabric_attr, &s->fabric, NULL));
+	CHK(fi_domain(s->fabric, s->info, &s->domain, NULL));
+	CHK(fi_av_open(s->domain, &av_attr, &s->av, NULL));
+	CHK(fi_cq_open(s->domain, &cq_attr, &s->cq, NULL));
+	CHK(fi_endpoint(s->domain, s->info, &s->ep, NULL));
+	CHK(fi_ep_bind(s->ep, &s->av->fid, 0));
+	CHK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
+	CHK(fi_enable(s->ep));
+}
+
+static void close_side(struct side *s)
+{
+	CHK(fi_close(&s->ep->fid));
+	CHK(fi_close(&s->av->fid));
+	CHK(fi_close(&s->cq->fid));
+	CHK(fi_close(&s->domain->fid));
+	CHK(fi_close(&s->fabric->fid));
+	fi_freeinfo(s->info);
+}
+
+static struct fi_multirail_rail_stats stats(int rail)
+{
+	struct fi_multirail_rail_stats st;
+
+	CHK(ops->rail_stats(mr_side.ep, rail, &st));
+	return st;
+}
+
+/* One bad message of kind k into buf; returns its length. */
+static size_t bad_message(int k, uint8_t *buf, const void *name,
+			  size_t namelen)
+{
+	struct mrl_ctrl_msg *m = (struct mrl_ctrl_msg *) buf;
+	size_t i;
+
+	memset(buf, 0, MRL_CTRL_BUF_SIZE);
+	m->magic = MRL_CTRL_MAGIC;
+	m->version = MRL_CTRL_VERSION;
+	m->type = MRL_CTRL_HELLO;
+	m->addrlen = namelen;
+	memcpy(m->payload, name, namelen);
+	switch (k) {
+	case 0:		/* not ours at all */
+		for (i = 0; i < 64; i++)
+			buf[i] = (uint8_t) (i * 37 + 11);
+		return 64;
+	case 1:		/* shorter than a header */
+		return 8;
+	case 2:		/* the version before this one */
+		m->version = MRL_CTRL_VERSION - 1;
+		return sizeof(*m) + namelen;
+	case 3:		/* a type nobody defined */
+		m->type = 99;
+		return sizeof(*m) + namelen;
+	case 4:		/* more keys than rails */
+		m->type = MRL_CTRL_KEY_RESP;
+		m->nkeys = 200;
+		return sizeof(*m) + namelen;
+	default:	/* an address longer than the message */
+		m->addrlen = 4000;
+		return sizeof(*m) + namelen;
+	}
+}
+
+#define NKINDS 6
+
+static void drain_core_sends(int n)
+{
+	struct fi_cq_tagged_entry e;
+	double end = now() + TIMEOUT_S;
+	ssize_t r;
+
+	while (n > 0 && now() < end) {
+		fi_cq_read(mr_side.cq, NULL, 0);	/* the target progresses */
+		r = fi_cq_read(core_side.cq, &e, 1);
+		if (r == 1)
+			n--;
+		else if (r != -FI_EAGAIN)
+			die("core send completion: %zd", r);
+	}
+	if (n)
+		die("%d core sends did not complete", n);
+}
+
+static void send_bad_messages(const void *name, size_t namelen)
+{
+	const struct mrl_addr_hdr *hdr = name;
+	static uint8_t msgs[NKINDS][MRL_CTRL_BUF_SIZE];
+	uint64_t before = stats(0).ctrl_received, got = 0;
+	fi_addr_t target;
+	double end;
+	int round, k;
+
+	/* the target's rail 0, as a plain core peer */
+	if (fi_av_insert(core_side.av, hdr + 1, 1, &target, 0, NULL) != 1)
+		die("core fi_av_insert of rail 0's address");
+	for (round = 0; round < ROUNDS; round++) {
+		for (k = 0; k < NKINDS; k++) {
+			size_t len = bad_message(k, msgs[k], name, namelen);
+			ssize_t r;
+
+			end = now() + TIMEOUT_S;
+			while ((r = fi_tsend(core_side.ep, msgs[k], len, NULL,
+					     target, MRL_CTRL_TAG, NULL)) ==
+			       -FI_EAGAIN && now() < end) {
+				fi_cq_read(core_side.cq, NULL, 0);
+				fi_cq_read(mr_side.cq, NULL, 0);
+			}
+			CHK(r);
+		}
+		drain_core_sends(NKINDS);
+	}
+	for (end = now() + TIMEOUT_S;
+	     got < ROUNDS * NKINDS && now() < end;) {
+		fi_cq_read(mr_side.cq, NULL, 0);
+		got = stats(0).ctrl_received - before;
+	}
+	if (got != ROUNDS * NKINDS)
+		die("rail 0 received %lu control messages, %d sent: a "
+		    "receive not re-posted, or one answered",
+		    (unsigned long) got, ROUNDS * NKINDS);
+	printf("ok %d bad control messages received and dropped\n",
+	       ROUNDS * NKINDS);
+}
+
+/* After the flood, keys are still exchanged: a new key's write stripes. */
+static void channel_still_works(void)
+{
+	struct fi_cq_tagged_entry e;
+	struct fid_mr *mr;
+	uint8_t *buf = aligned_alloc(4096, 2 * LEN), *dst = buf + LEN;
+	uint64_t rail1 = stats(1).tx_bytes, key, raddr;
+	fi_addr_t self;
+	double end;
+	size_t i;
+	int n, done = 0;
+
+	for (i = 0; i < LEN; i++) {
+		buf[i] = (uint8_t) rand();
+		dst[i] = 0xA5;
+	}
+	CHK(fi_mr_reg(mr_side.domain, buf, 2 * LEN, FI_WRITE | FI_REMOTE_WRITE,
+		      0, 7, 0, &mr, NULL));
+	key = fi_mr_key(mr);
+	raddr = (mr_side.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
+		(uintptr_t) dst : LEN;
+	{
+		uint8_t name[4096];
+		size_t len = sizeof(name);
+
+		CHK(fi_getname(&mr_side.ep->fid, name, &len));
+		if (fi_av_insert(mr_side.av, name, 1, &self, 0, NULL) != 1)
+			die("fi_av_insert of ourselves");
+	}
+	/* several writes: the first ones go on rail 0 until the keys come */
+	for (n = 0; n < 20; n++) {
+		end = now() + TIMEOUT_S;
+		while (fi_write(mr_side.ep, buf, LEN, fi_mr_desc(mr), self,
+				raddr, key, NULL) == -FI_EAGAIN &&
+		       now() < end)
+			fi_cq_read(mr_side.cq, NULL, 0);
+		for (end = now() + TIMEOUT_S; done <= n && now() < end;) {
+			ssize_t r = fi_cq_read(mr_side.cq, &e, 1);
+
+			if (r == 1)
+				done++;
+			else if (r != -FI_EAGAIN)
+				die("write completion: %zd", r);
+		}
+	}
+	if (done != 20)
+		die("%d of 20 writes completed", done);
+	if (memcmp(buf, dst, LEN))
+		die("bytes wrong after the writes");
+	if (stats(1).tx_bytes == rail1)
+		die("rail 1 carried nothing: the keys never came back");
+	printf("ok keys learned after the flood: rail 1 carried %lu bytes, "
+	       "every byte in place\n",
+	       (unsigned long) (stats(1).tx_bytes - rail1));
+	CHK(fi_close(&mr->fid));
+	free(buf);
+}
+
+int main(void)
+{
+	uint8_t name[4096];
+	size_t namelen = sizeof(name);
+	char core[128];
+	const char *fab;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	open_side(&mr_side, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA);
+	CHK(fi_open_ops(&mr_side.ep->fid, FI_MULTIRAIL_EP_OPS, 0,
+			(void **) &ops, NULL));
+	if (ops->rail_count(mr_side.ep) < 2)
+		die("needs 2 rails (FI_MULTIRAIL_RAILS=lo,lo)");
+	CHK(fi_getname(&mr_side.ep->fid, name, &namelen));
+	/* the core under "multirail/<core>", opened plainly */
+	fab = strchr(mr_side.info->fabric_attr->name, '/');
+	snprintf(core, sizeof(core), "%s", fab ? fab + 1 : "tcp;ofi_rxm");
+	open_side(&core_side, core, "lo", FI_MSG | FI_TAGGED);
+	printf("multirail over %s, and a plain %s endpoint\n", core,
+	       core_side.info->fabric_attr->prov_name);
+	send_bad_messages(name, namelen);
+	channel_still_works();
+	close_side(&core_side);
+	close_side(&mr_side);
+	printf("PASS\n");
+	return 0;
+}
