@@ -24,6 +24,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include "mrl_proto.h"
+#include "mrl_sched.h"
 #include "mrl_stripe.h"
 #include "mrl_topo.h"
 
@@ -76,11 +77,36 @@ struct mrl_params {
 };
 extern struct mrl_params mrl_params;
 
-enum mrl_policy {
-	MRL_POLICY_AUTO,	/* small ops rotate, large ops split */
-	MRL_POLICY_SPLIT,	/* every op over all rails */
-	MRL_POLICY_ROUNDROBIN,	/* whole ops rotate over rails */
+
+/*
+ * Every context handed to a core provider starts with this header, so that
+ * progress routes each core completion to its owner: the core owns ctx
+ * while the request is in flight (FI_CONTEXT2-sized), kind says what the
+ * request is.  A chunk's lives in the room the engine leaves for it.
+ */
+enum mrl_req_kind {
+	MRL_REQ_CHUNK = 1,
+	MRL_REQ_MSG,
+	MRL_REQ_CTRL_RX,
+	MRL_REQ_CTRL_TX,
+	MRL_REQ_FENCE,
 };
+
+struct mrl_req_hdr {
+	struct fi_context2 ctx;
+	int kind;
+};
+
+_Static_assert(sizeof(struct mrl_req_hdr) <=
+	       sizeof(((struct mrl_chunk *) 0)->rail_ctx),
+	       "a chunk has room for its core context");
+_Static_assert(offsetof(struct mrl_chunk, rail_ctx) == 0,
+	       "the core context starts the chunk");
+
+static inline struct mrl_req_hdr *mrl_chunk_hdr(struct mrl_chunk *chunk)
+{
+	return (struct mrl_req_hdr *) chunk->rail_ctx;
+}
 
 /* ---- composite address ---------------------------------------------- */
 
@@ -413,7 +439,7 @@ struct mrl_ep {
 	struct mrl_msg_req *msg_free;
 	size_t msg_pool_size;
 	uint32_t rr_next;		/* round-robin rail for small ops */
-	size_t stripe_min, chunk_size;
+	struct mrl_sched_params sched;
 
 	/* control channel: rail 0, and RAIL_UP on the others */
 	struct mrl_ctrl_buf *ctrl_bufs;

@@ -60,7 +60,7 @@ int mrl_rma_init(struct mrl_ep *ep)
 		.nrails = ep->nrails,
 		.max_chunks_per_rail = mrl_params.rail_depth,
 		.max_bytes_per_rail = mrl_params.rail_bytes,
-		.final_size = 4096,
+		.final_size = MRL_CHUNK_ALIGN,	/* writedata's last chunk */
 	};
 	struct rma_slot *slots;
 	size_t i, n = ep->domain->rails[0].info->tx_attr->size;
@@ -82,8 +82,12 @@ int mrl_rma_init(struct mrl_ep *ep)
 	}
 	ep->rma_reqs = &slots[0].req;
 	ep->rma_pool_size = n;
-	ep->chunk_size = mrl_params.chunk_size;
-	ep->stripe_min = mrl_params.stripe_min;
+	ep->sched = (struct mrl_sched_params) {
+		.policy = ep->domain->policy,
+		.stripe_min = mrl_params.stripe_min,
+		.chunk_size = mrl_params.chunk_size,
+		.max_chunk = ep->domain->core_max_msg,
+	};
 	return 0;
 }
 
@@ -94,23 +98,23 @@ void mrl_rma_fini(struct mrl_ep *ep)
 	ep->rma_reqs = NULL;
 }
 
-/*
- * Which chunks must complete only once their bytes are at the target:
- * writedata's body (the CQ data follows it), chunks the user asked that
- * of, and chunks off rail 0 when mrl_fence.c cannot track them.  Other
- * write chunks off rail 0 are tracked and fenced before a send.
- */
-static bool needs_delivery(struct mrl_ep *ep, const struct mrl_chunk *chunk)
+/* What this chunk asks of the core: see mrl_sched_chunk. */
+static unsigned int chunk_needs(struct mrl_ep *ep,
+				const struct mrl_chunk *chunk)
 {
 	const struct mrl_op *op = chunk->op;
-	bool held_back = (op->flags & FI_REMOTE_CQ_DATA) &&
-			 op->body_len && op->body_len < op->len;
+	struct mrl_sched_chunk c = {
+		.write = op->kind == MRL_OP_WRITE,
+		.delivery_asked = !!(op->flags & FI_DELIVERY_COMPLETE),
+		.data_held_back = (op->flags & FI_REMOTE_CQ_DATA) &&
+				  mrl_op_holds_final(op),
+		.final = chunk->final,
+		.rail = chunk->rail,
+	};
 
-	if (op->kind != MRL_OP_WRITE)
-		return false;
-	if ((op->flags & FI_DELIVERY_COMPLETE) || (held_back && !chunk->final))
-		return true;
-	return chunk->rail != 0 && mrl_fence_owned_elsewhere(ep, op->peer);
+	if (c.write && c.rail)
+		c.fence_elsewhere = mrl_fence_owned_elsewhere(ep, op->peer);
+	return mrl_sched_chunk(&c);
 }
 
 int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
@@ -125,15 +129,19 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 		.len = chunk->len,
 		.key = slot_of(op)->keys[chunk->rail],
 	};
+	struct mrl_req_hdr *hdr = mrl_chunk_hdr(chunk);
 	struct fi_msg_rma msg = {
 		.msg_iov = iov, .desc = desc, .rma_iov = &rma,
 		.rma_iov_count = 1, .addr = peer->core_addr[chunk->rail],
-		.context = &chunk->hdr, .data = op->data,
+		.context = hdr, .data = op->data,
 	};
 	uint64_t flags = FI_COMPLETION;
 	struct fid_ep *core = ep->rails[chunk->rail].ep;
+	unsigned int needs = chunk_needs(ep, chunk);
 	size_t i;
 	ssize_t ret;
+
+	hdr->kind = MRL_REQ_CHUNK;
 
 	if (chunk->len == op->len) {	/* the whole op: its own iovs */
 		msg.msg_iov = op->iov;
@@ -148,7 +156,7 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 		desc[i] = mrl_desc_rail(user_desc[i], chunk->rail);
 	if (chunk->final && (op->flags & FI_REMOTE_CQ_DATA))
 		flags |= FI_REMOTE_CQ_DATA;
-	if (needs_delivery(ep, chunk))
+	if (needs & MRL_SCHED_DELIVERY)
 		flags |= FI_DELIVERY_COMPLETE;
 
 	ret = op->kind == MRL_OP_WRITE ? fi_writemsg(core, &msg, flags) :
@@ -156,8 +164,7 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 	if (!ret) {
 		ep->rails[chunk->rail].tx_ops++;
 		ep->rails[chunk->rail].tx_bytes += chunk->len;
-		if (chunk->rail && op->kind == MRL_OP_WRITE &&
-		    !(flags & FI_DELIVERY_COMPLETE))
+		if (needs & MRL_SCHED_FENCE)
 			mrl_fence_write_posted(ep, peer, chunk->rail, rma.addr,
 					       rma.key);
 	} else if (ret != -FI_EAGAIN) {
@@ -224,7 +231,7 @@ static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 	}
 	/* Until the target told us its other keys: rail 0 alone. */
 rail0:
-	keys[0] = dom->key_has_gen ? (key & 0xffffffffu) : key;
+	keys[0] = dom->key_has_gen ? (key & MRL_KEY_CORE_MASK) : key;
 	return 1;
 }
 
@@ -311,82 +318,6 @@ static int stripe_rails(struct mrl_ep *ep, struct mrl_peer *peer, int known)
 	return peer->nrails;
 }
 
-/* The k-th rail (counting from 0) of mask. */
-static int nth_rail(uint32_t mask, unsigned int k)
-{
-	int r;
-
-	for (r = 0; r < 32; r++) {
-		if ((mask & (1u << r)) && !k--)
-			return r;
-	}
-	return 0;
-}
-
-/* An op sent whole on one rail: one chunk, unless the core caps it. */
-static size_t whole_op_chunk(const struct mrl_ep *ep, size_t len)
-{
-	if (len > ep->domain->core_max_msg)
-		return ep->domain->core_max_msg;
-	return len ? len : 1;
-}
-
-static uint32_t pick_rails(struct mrl_ep *ep, uint32_t use, size_t len,
-			   size_t *chunk)
-{
-	enum mrl_policy policy = ep->domain->policy;
-	size_t per_rail;
-	int nrails;
-
-	if (!(use & (use - 1))) {		/* one rail */
-		*chunk = whole_op_chunk(ep, len);
-		return use;
-	}
-	nrails = __builtin_popcount(use);
-	if (policy == MRL_POLICY_ROUNDROBIN) {
-		*chunk = whole_op_chunk(ep, len);
-		return 1u << nth_rail(use, ep->rr_next++ % nrails);
-	}
-	/*
-	 * A small op, or a mid-size op while every rail is busy, goes whole
-	 * to the rail with the fewest bytes in flight (the engine picks it,
-	 * rotating among idle rails): cutting it would add per-chunk cost and
-	 * no rail would sit idle anyway, and a fixed rotation would hold
-	 * every rail to the pace of the slowest.  Idle rails, or ops of a
-	 * chunk per rail or more, are split.
-	 */
-	if (policy == MRL_POLICY_AUTO &&
-	    (len < ep->stripe_min ||
-	     (len < nrails * ep->chunk_size &&
-	      mrl_engine_rails_busy(&ep->engine, use)))) {
-		*chunk = whole_op_chunk(ep, len);
-		return use;
-	}
-	/* Enough chunks that every rail gets some, none over chunk_size. */
-	per_rail = (len + nrails - 1) / nrails;
-	per_rail = (per_rail + 4095) & ~(size_t) 4095;
-	*chunk = per_rail < ep->chunk_size ? per_rail : ep->chunk_size;
-	if (*chunk > ep->domain->core_max_msg)
-		*chunk = ep->domain->core_max_msg;
-	return use;
-}
-
-/*
- * Locality: the rails nearest both our buffer and the target's, else
- * nearest ours (the local PCIe path is the one we control), else the
- * target's; within the rails that reach the peer, or all of those.
- */
-static uint32_t near_rails(uint32_t local, uint32_t remote, uint32_t reach)
-{
-	uint32_t use = local & remote & reach;
-
-	if (!use)
-		use = local & reach;
-	if (!use)
-		use = remote & reach;
-	return use ? use : reach;
-}
-
 static uint32_t local_near(const struct mrl_rma_args *a)
 {
 	const struct mrl_mr *mr = a->count && a->desc ? a->desc[0] : NULL;
@@ -448,10 +379,11 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	 * mrl_rma_keys_learned then opens the rest to the chunks not yet
 	 * posted, so an op started early does not stay on one rail.
 	 */
-	rails = near_rails(slot->local_near, remote_near,
-			   mask_of(stripe_rails(ep, peer, nrails)));
+	rails = mrl_sched_near(slot->local_near, remote_near,
+			       mask_of(stripe_rails(ep, peer, nrails)));
 	mrl_ctrl_rails_up(ep, peer, rails);
-	rails = pick_rails(ep, rails, len, &chunk) & mask_of(nrails);
+	rails = mrl_sched_rails(&ep->sched, rails, len, ep->engine.busy,
+				&ep->rr_next, &chunk) & mask_of(nrails);
 	mrl_op_prepare(&ep->engine, &req->op, rails ? rails : 1u, chunk);
 	mrl_engine_submit(&ep->engine, &req->op);
 	return 0;
@@ -645,8 +577,9 @@ static void widen_op(struct mrl_op *op, void *arg)
 	slot->key_rails = n;
 	/* a striped op was cut for all rails; a single-rail op keeps its rail */
 	if (op->chunk_size < op->len)
-		op->rail_mask = near_rails(slot->local_near,
-					   kl->entry->near_mask, mask_of(n));
+		op->rail_mask = mrl_sched_near(slot->local_near,
+					       kl->entry->near_mask,
+					       mask_of(n));
 }
 
 /* The target's keys behind one of ours arrived: ops waiting may spread. */

@@ -29,10 +29,8 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	eng->chunk_pool = calloc(eng->pool_size, sizeof(*eng->chunk_pool));
 	if (!eng->chunk_pool)
 		return -FI_ENOMEM;
-	for (i = 0; i < eng->pool_size; i++) {
-		eng->chunk_pool[i].hdr.kind = MRL_REQ_CHUNK;
+	for (i = 0; i < eng->pool_size; i++)
 		mrl_list_add_tail(&eng->free_chunks, &eng->chunk_pool[i].link);
-	}
 	return 0;
 }
 
@@ -143,6 +141,7 @@ static int post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
 			return ret;
 		}
 		mrl_list_del(&chunk->link);
+		eng->busy |= 1u << rail;
 		eng->rail[rail].inflight++;
 		eng->rail[rail].inflight_bytes += len;
 		eng->rail[rail].chunks_posted++;
@@ -209,7 +208,8 @@ void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
 	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
 	struct mrl_op *op = chunk->op;
 
-	rc->inflight--;
+	if (!--rc->inflight)
+		eng->busy &= ~(1u << chunk->rail);
 	rc->inflight_bytes -= chunk->len;
 	if (err)
 		rc->errors++;
@@ -232,17 +232,6 @@ void mrl_engine_for_each_pending(struct mrl_engine *eng,
 
 	for (cur = eng->pending.next; cur != &eng->pending; cur = cur->next)
 		fn(mrl_container_of(cur, struct mrl_op, link), arg);
-}
-
-bool mrl_engine_rails_busy(const struct mrl_engine *eng, uint32_t mask)
-{
-	int r;
-
-	for (r = 0; r < eng->nrails; r++) {
-		if ((mask & (1u << r)) && !eng->rail[r].inflight)
-			return false;
-	}
-	return true;
 }
 
 bool mrl_engine_idle(const struct mrl_engine *eng)

@@ -58,28 +58,17 @@ enum mrl_op_kind {
 	MRL_OP_READ,
 };
 
-/*
- * Every context handed to a core provider starts with this header, so a
- * core completion can be routed back: the core owns ctx while the request is
- * in flight (it may be FI_CONTEXT2-sized), kind says what the request is.
- */
-enum mrl_req_kind {
-	MRL_REQ_CHUNK = 1,
-	MRL_REQ_MSG,
-	MRL_REQ_CTRL_RX,
-	MRL_REQ_CTRL_TX,
-	MRL_REQ_FENCE,
-};
-
-struct mrl_req_hdr {
-	struct fi_context2 ctx;
-	int kind;
-};
-
 struct mrl_op;
 
+/*
+ * Room for the rail layer's per-chunk context at the start of every chunk
+ * (what it hands the core as the operation's context); the engine never
+ * reads or writes it.
+ */
+#define MRL_CHUNK_CTX_WORDS	10
+
 struct mrl_chunk {
-	struct mrl_req_hdr hdr;		/* must stay first */
+	void *rail_ctx[MRL_CHUNK_CTX_WORDS];	/* must stay first */
 	struct mrl_op *op;
 	uint64_t offset;		/* within the operation's byte stream */
 	size_t len;
@@ -145,6 +134,7 @@ struct mrl_engine {
 	size_t final_size;		/* bytes held back for the final chunk */
 	int next_rail;			/* rotates ties among idle rails */
 	uint32_t blocked;		/* said -FI_EAGAIN this pass */
+	uint32_t busy;			/* rails with a chunk in flight */
 	struct mrl_list pending;	/* ops with chunks still to post */
 	struct mrl_list active;		/* ops fully posted, chunks in flight */
 	struct mrl_list free_chunks;
@@ -182,7 +172,17 @@ void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
 bool mrl_engine_idle(const struct mrl_engine *eng);
 
 /* True when every rail of mask already has a chunk in flight. */
-bool mrl_engine_rails_busy(const struct mrl_engine *eng, uint32_t mask);
+static inline bool mrl_engine_rails_busy(const struct mrl_engine *eng,
+					 uint32_t mask)
+{
+	return (eng->busy & mask) == mask;
+}
+
+/* writedata cut in several chunks: the last carries the CQ data, later. */
+static inline bool mrl_op_holds_final(const struct mrl_op *op)
+{
+	return op->body_len && op->body_len < op->len;
+}
 
 /*
  * Call fn on every op that still has chunks to post (its rail_mask may be

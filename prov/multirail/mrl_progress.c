@@ -1,0 +1,174 @@
+/*
+ * Progress: the data path's one loop.  Each rail's private core CQ is read
+ * here and every completion goes to its owner, found by the struct
+ * mrl_req_hdr that starts every context we give a core:
+ *   MRL_REQ_CHUNK    a piece of a striped op: the striping engine
+ *   MRL_REQ_MSG      a message passed through on rail 0: mrl_msg.c
+ *   MRL_REQ_CTRL_*   the control channel: mrl_ctrl.c
+ *   MRL_REQ_FENCE    a rail flush before a send: mrl_fence.c
+ * and no context at all is a remote event (CQ data of a peer's write).
+ * Then the control backlog and the engine get their turn: chunks waiting
+ * for credit go out as the completions above return it.  User operations
+ * are reported to our CQs and counters from here (mrl_ep_report).
+ * Called with the domain locked, from CQ and counter reads and from posts
+ * the core refused.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mrl.h"
+
+struct mrl_cntr *mrl_ep_local_cntr(struct mrl_ep *ep, uint64_t flags)
+{
+	if (flags & FI_RECV)
+		return ep->cntr_recv;
+	if (flags & FI_SEND)
+		return ep->cntr_send;
+	if (flags & FI_READ)
+		return ep->cntr_read;
+	if (flags & FI_WRITE)
+		return ep->cntr_write;
+	return NULL;
+}
+
+/* Report one user operation, honouring FI_SELECTIVE_COMPLETION. */
+void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context, uint64_t flags,
+		   size_t len, int err, uint64_t data)
+{
+	struct mrl_cq *cq = tx ? ep->tx_cq : ep->rx_cq;
+	uint64_t cq_flags = tx ? ep->tx_cq_flags : ep->rx_cq_flags;
+	bool want = !(cq_flags & FI_SELECTIVE_COMPLETION) ||
+		    (flags & FI_COMPLETION);
+
+	if (err) {
+		mrl_cntr_inc_err(mrl_ep_local_cntr(ep, flags));
+		if (cq)
+			mrl_cq_write_err(cq, context, flags & ~FI_COMPLETION,
+					 err, err, data, 0);
+		return;
+	}
+	mrl_cntr_inc(mrl_ep_local_cntr(ep, flags));
+	if (cq && want)
+		mrl_cq_write(cq, context, flags & ~FI_COMPLETION, len, NULL,
+			     data, 0, FI_ADDR_NOTAVAIL);
+}
+
+/* A remote write with CQ data (or another event without our context). */
+void mrl_remote_event(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
+		      fi_addr_t src)
+{
+	if (!ep->rx_cq)
+		return;
+	mrl_cq_write(ep->rx_cq, NULL, e->flags, e->len, e->buf, e->data,
+		     e->tag, src);
+}
+
+static void dispatch(struct mrl_ep *ep, int rail,
+		     const struct fi_cq_tagged_entry *e, fi_addr_t core_src,
+		     int err, const struct fi_cq_err_entry *err_entry)
+{
+	struct mrl_req_hdr *hdr = e->op_context;
+	fi_addr_t src = FI_ADDR_NOTAVAIL;
+
+	if (!rail && ep->av && core_src != FI_ADDR_NOTAVAIL)
+		src = mrl_av_src_addr(ep->av, core_src);
+	if (!hdr) {
+		if (!err)
+			mrl_remote_event(ep, e, src);
+		else
+			MRL_WARN(FI_LOG_EP_DATA, "rail %d: remote event "
+				 "error %d\n", rail, err);
+		return;
+	}
+	switch (hdr->kind) {
+	case MRL_REQ_CHUNK:
+		mrl_engine_chunk_done(&ep->engine, (struct mrl_chunk *) hdr,
+				      err);
+		break;
+	case MRL_REQ_MSG:
+		mrl_msg_complete(ep, (struct mrl_msg_req *) hdr, e, src, err,
+				 err_entry);
+		break;
+	case MRL_REQ_CTRL_RX:
+		mrl_ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr, err ? 0 : e->len);
+		break;
+	case MRL_REQ_CTRL_TX:
+		mrl_ctrl_tx_done(ep, (struct mrl_ctrl_buf *) hdr);
+		break;
+	case MRL_REQ_FENCE:
+		mrl_fence_done(ep, (struct mrl_fence *) hdr, err);
+		break;
+	default:
+		MRL_WARN(FI_LOG_EP_DATA, "rail %d: completion with unknown "
+			 "context %p\n", rail, (void *) hdr);
+	}
+}
+
+static void read_err(struct mrl_ep *ep, int rail)
+{
+	struct fi_cq_err_entry err = { 0 };
+	struct fi_cq_tagged_entry e = { 0 };
+
+	if (fi_cq_readerr(ep->rails[rail].cq, &err, 0) != 1)
+		return;
+	e.op_context = err.op_context;
+	e.flags = err.flags;
+	e.len = err.len;
+	e.buf = err.buf;
+	e.data = err.data;
+	e.tag = err.tag;
+	dispatch(ep, rail, &e, FI_ADDR_NOTAVAIL, err.err ? -err.err : -FI_EIO,
+		 &err);
+}
+
+static void progress_rail(struct mrl_ep *ep, int rail)
+{
+	struct fi_cq_tagged_entry e[16];
+	fi_addr_t src[16];
+	ssize_t n, i;
+	int rounds = 8;
+
+	while (rounds--) {
+		/*
+		 * Sources only when the user asked for them: reading them
+		 * costs every poll, and a core without FI_SOURCE leaves src
+		 * untouched.
+		 */
+		if (ep->want_src) {
+			for (i = 0; i < 16; i++)
+				src[i] = FI_ADDR_NOTAVAIL;
+			n = fi_cq_readfrom(ep->rails[rail].cq, e, 16, src);
+		} else {
+			n = fi_cq_read(ep->rails[rail].cq, e, 16);
+		}
+		if (n == -FI_EAVAIL) {
+			read_err(ep, rail);
+			continue;
+		}
+		if (n <= 0)
+			return;
+		for (i = 0; i < n; i++)
+			dispatch(ep, rail, &e[i],
+				 ep->want_src ? src[i] : FI_ADDR_NOTAVAIL, 0,
+				 NULL);
+		if (n < 16)
+			return;
+	}
+}
+
+/* Domain locked. */
+void mrl_ep_progress(struct mrl_ep *ep)
+{
+	int r;
+
+	if (!ep->enabled || ep->in_progress)
+		return;
+	ep->in_progress = true;
+	for (r = 0; r < ep->nrails; r++)
+		progress_rail(ep, r);
+	if (ep->ctrl_backlog)
+		mrl_ctrl_progress(ep);
+	mrl_engine_progress(&ep->engine);
+	ep->in_progress = false;
+}
+

@@ -1,0 +1,83 @@
+#include "mrl_sched.h"
+
+uint32_t mrl_sched_near(uint32_t local, uint32_t remote, uint32_t reach)
+{
+	uint32_t use = local & remote & reach;
+
+	if (!use)
+		use = local & reach;
+	if (!use)
+		use = remote & reach;
+	return use ? use : reach;
+}
+
+/* The k-th rail (counting from 0) of mask. */
+static int nth_rail(uint32_t mask, unsigned int k)
+{
+	int r;
+
+	for (r = 0; r < 32; r++) {
+		if ((mask & (1u << r)) && !k--)
+			return r;
+	}
+	return 0;
+}
+
+/* An op sent whole: one chunk, unless the core caps it. */
+static size_t whole(const struct mrl_sched_params *p, size_t len)
+{
+	if (len > p->max_chunk)
+		return p->max_chunk;
+	return len ? len : 1;
+}
+
+uint32_t mrl_sched_rails(const struct mrl_sched_params *p, uint32_t use,
+			 size_t len, uint32_t busy, uint32_t *rr_next,
+			 size_t *chunk)
+{
+	size_t per_rail;
+	int nrails;
+
+	if (!(use & (use - 1))) {		/* one rail */
+		*chunk = whole(p, len);
+		return use;
+	}
+	nrails = __builtin_popcount(use);
+	if (p->policy == MRL_POLICY_ROUNDROBIN) {
+		*chunk = whole(p, len);
+		return 1u << nth_rail(use, (*rr_next)++ % nrails);
+	}
+	/*
+	 * A small op, or a mid-size op while every rail is busy, goes whole
+	 * to the rail with the fewest bytes in flight (the engine picks it):
+	 * cutting it would add per-chunk cost and no rail would sit idle
+	 * anyway, and a fixed rotation would hold every rail to the pace of
+	 * the slowest.  Idle rails, or ops of a chunk per rail or more, are
+	 * split.
+	 */
+	if (p->policy == MRL_POLICY_AUTO &&
+	    (len < p->stripe_min ||
+	     (len < nrails * p->chunk_size && (busy & use) == use))) {
+		*chunk = whole(p, len);
+		return use;
+	}
+	/* Enough chunks that every rail gets some, none over chunk_size. */
+	per_rail = (len + nrails - 1) / nrails;
+	per_rail = (per_rail + MRL_CHUNK_ALIGN - 1) &
+		   ~(size_t) (MRL_CHUNK_ALIGN - 1);
+	*chunk = per_rail < p->chunk_size ? per_rail : p->chunk_size;
+	if (*chunk > p->max_chunk)
+		*chunk = p->max_chunk;
+	return use;
+}
+
+unsigned int mrl_sched_chunk(const struct mrl_sched_chunk *c)
+{
+	if (!c->write)
+		return 0;
+	if (c->delivery_asked || (c->data_held_back && !c->final))
+		return MRL_SCHED_DELIVERY;
+	if (!c->rail)
+		return 0;
+	return c->fence_elsewhere ? MRL_SCHED_DELIVERY : MRL_SCHED_FENCE;
+}

@@ -1,0 +1,75 @@
+/*
+ * The scheduling policy: pure functions from an operation and the rails'
+ * state to a choice, with no libfabric object and no state of their own,
+ * so that every rule is unit-tested alone (test/sched_test.c).
+ *   mrl_sched_near   which rails an op may use (locality of both buffers)
+ *   mrl_sched_rails  whole op or striped, on which rails, in what chunks
+ *   mrl_sched_chunk  what a chunk must ask of the core: delivery-complete,
+ *                    or a fence before the next send
+ * The striping engine (mrl_stripe.c) then hands the chunks to the rails
+ * with credit.
+ */
+#ifndef MRL_SCHED_H
+#define MRL_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Chunks are cut at multiples of this, but for the op's last one. */
+#define MRL_CHUNK_ALIGN		4096
+
+enum mrl_policy {
+	MRL_POLICY_AUTO,	/* small ops to the least busy rail, large split */
+	MRL_POLICY_SPLIT,	/* every op over all its rails */
+	MRL_POLICY_ROUNDROBIN,	/* whole ops rotate over rails */
+};
+
+struct mrl_sched_params {
+	enum mrl_policy policy;
+	size_t stripe_min;	/* AUTO: smaller ops go whole */
+	size_t chunk_size;	/* largest chunk of a striped op */
+	size_t max_chunk;	/* the core's max_msg_size */
+};
+
+/*
+ * The rails nearest both our buffer and the target's, else nearest ours
+ * (the local PCIe path is the one we control), else the target's; always
+ * within reach (the rails that reach the peer), and all of those when
+ * locality says nothing.  A mask of 0 means "no preference".
+ */
+uint32_t mrl_sched_near(uint32_t local, uint32_t remote, uint32_t reach);
+
+/*
+ * For an op of len bytes that may use the rails in use (not 0), with busy
+ * the rails that have a chunk in flight: the rails to give it and, in
+ * *chunk, the size to cut it at (len itself when it goes whole, capped by
+ * max_chunk).  *rr_next is ROUNDROBIN's turn, advanced when used.
+ */
+uint32_t mrl_sched_rails(const struct mrl_sched_params *p, uint32_t use,
+			 size_t len, uint32_t busy, uint32_t *rr_next,
+			 size_t *chunk);
+
+/* One chunk, as mrl_sched_chunk sees it. */
+struct mrl_sched_chunk {
+	bool write;		/* a write (reads need neither) */
+	bool delivery_asked;	/* the user asked FI_DELIVERY_COMPLETE */
+	bool data_held_back;	/* writedata striped: a final chunk carries
+				 * the CQ data after the body completed */
+	bool final;		/* this is that final chunk */
+	int rail;
+	bool fence_elsewhere;	/* another endpoint tracks this peer's rails
+				 * for fences, so ours cannot */
+};
+
+#define MRL_SCHED_DELIVERY	0x1	/* post with FI_DELIVERY_COMPLETE */
+#define MRL_SCHED_FENCE		0x2	/* track: flush before the next send */
+
+/*
+ * Rail 0 carries messages, so only writes on other rails can be overtaken
+ * by a later send.  writedata's body must be at the target before the
+ * final chunk raises the CQ entry there, so it completes on delivery.
+ */
+unsigned int mrl_sched_chunk(const struct mrl_sched_chunk *c);
+
+#endif /* MRL_SCHED_H */
