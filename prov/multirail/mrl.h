@@ -287,6 +287,7 @@ struct mrl_av {
 	size_t nrev0;
 	struct mrl_ep *ep;		/* bound endpoint, for handshakes */
 	int nbound;			/* endpoints bound: close is -FI_EBUSY */
+	bool hello_due;			/* a partial peer awaits its HELLO */
 };
 
 int mrl_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
@@ -449,6 +450,8 @@ struct mrl_ep {
 	bool compact_logged;		/* fi_getname gave rail 0 alone */
 	uint64_t ctrl_dropped[MRL_CTRL_DROP_KINDS];	/* by reason */
 	bool ctrl_enabled;
+	int rails_enabled;		/* core endpoints enabled so far */
+	bool enable_failed;		/* with receives posted: close only */
 	bool in_progress;
 	bool want_src;			/* FI_SOURCE: cores' sources wanted */
 };
@@ -459,6 +462,8 @@ void mrl_ep_progress(struct mrl_ep *ep);
 struct mrl_cntr *mrl_ep_local_cntr(struct mrl_ep *ep, uint64_t flags);
 void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context, uint64_t flags,
 		   size_t len, int err, uint64_t data);
+int mrl_msg_init(struct mrl_ep *ep, size_t n);
+void mrl_msg_fini(struct mrl_ep *ep);
 struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep);
 void mrl_msg_req_put(struct mrl_ep *ep, struct mrl_msg_req *req);
 struct mrl_msg_req *mrl_msg_req_start(struct mrl_ep *ep, void *context,
@@ -495,7 +500,14 @@ void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 
 int mrl_ctrl_init(struct mrl_ep *ep);
 void mrl_ctrl_fini(struct mrl_ep *ep);
-void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len);
+/* What a received control message taught: a target's keys, for RMA. */
+struct mrl_ctrl_learned {
+	struct mrl_peer *peer;
+	const struct mrl_key_entry *keys;
+};
+
+void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
+		 struct mrl_ctrl_learned *learned);
 void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
 void mrl_ctrl_progress(struct mrl_ep *ep);
 
@@ -509,6 +521,7 @@ int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer);
 void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err);
 void mrl_fence_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
 int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer);
+void mrl_ctrl_hello_partial(struct mrl_ep *ep);
 void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 		       uint32_t rails);
 void mrl_ctrl_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);

@@ -310,8 +310,9 @@ static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 	}
 	av->table[av->count] = peer;
 	*out = av->count++;
-	if (peer->partial && av->ep && av->ep->enabled)
-		mrl_ctrl_hello(av->ep, peer);
+	/* the bound endpoint's next progress asks for the full address */
+	if (peer->partial)
+		av->hello_due = true;
 	return 0;
 }
 

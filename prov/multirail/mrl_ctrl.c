@@ -272,6 +272,21 @@ int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer)
 	return 0;
 }
 
+/* A HELLO to every peer known by rail 0 alone; again later if one fails. */
+void mrl_ctrl_hello_partial(struct mrl_ep *ep)
+{
+	struct mrl_av *av = ep->av;
+	size_t i;
+
+	if (!av)
+		return;
+	av->hello_due = false;
+	for (i = 0; i < av->nall; i++) {
+		if (av->all[i]->partial && mrl_ctrl_hello(ep, av->all[i]))
+			av->hello_due = true;
+	}
+}
+
 /* ep is closing: another endpoint may bring this peer's rails up. */
 void mrl_ctrl_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
 {
@@ -349,26 +364,27 @@ static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key)
 		keys, n, mr ? mr->near_mask : 0);
 }
 
-static void take_keys(struct mrl_ep *ep, struct mrl_peer *peer,
-		      const struct mrl_ctrl_msg *msg)
+/* The keys learned, or NULL. */
+static const struct mrl_key_entry *take_keys(struct mrl_peer *peer,
+					     const struct mrl_ctrl_msg *msg)
 {
 	struct mrl_key_entry *e = find_key(peer, msg->key);
 	const uint8_t *p = msg->payload + msg->addrlen;
 	int r, n;
 
 	if (!e)
-		return;
+		return NULL;
 	n = msg->nkeys;
 	if (msg->status || !n) {
 		e->state = MRL_KEY_INVALID;
-		return;
+		return NULL;
 	}
 	e->near_mask = msg->near_mask;
 	e->nrails = n < MRL_MAX_RAILS ? n : MRL_MAX_RAILS;
 	for (r = 0; r < e->nrails; r++)
 		memcpy(&e->keys[r], p + r * sizeof(uint64_t), sizeof(uint64_t));
 	e->state = MRL_KEY_VALID;
-	mrl_rma_keys_learned(ep, peer, e);
+	return e;
 }
 
 static const char *const drop_reason[MRL_CTRL_DROP_KINDS] = {
@@ -415,7 +431,7 @@ static void dropped(struct mrl_ep *ep, int why, const struct mrl_ctrl_msg *msg)
 }
 
 static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
-		   size_t len)
+		   size_t len, struct mrl_ctrl_learned *learned)
 {
 	int why = malformed(ep, msg, len);
 	struct mrl_peer *peer;
@@ -430,6 +446,7 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 			 "address dropped\n");
 		return;
 	}
+	learned->peer = peer;
 	switch (msg->type) {
 	case MRL_CTRL_HELLO:
 		send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0);
@@ -440,18 +457,25 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		answer_key(ep, peer, msg->key);
 		break;
 	case MRL_CTRL_KEY_RESP:
-		take_keys(ep, peer, msg);
+		learned->keys = take_keys(peer, msg);
 		break;
 	case MRL_CTRL_RAIL_UP:
 		break;		/* its arrival was the point */
 	}
 }
 
-void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len)
+/*
+ * A control message arrived; the buffer is posted again whatever it held.
+ * Keys learned are returned (learned->keys), for progress to hand to RMA.
+ */
+void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
+		 struct mrl_ctrl_learned *learned)
 {
+	learned->peer = NULL;
+	learned->keys = NULL;
 	if (!len)	/* cancelled at close, or failed: leave it */
 		return;
 	ep->rails[buf->rail].ctrl_received++;
-	handle(ep, (const struct mrl_ctrl_msg *) buf->data, len);
+	handle(ep, (const struct mrl_ctrl_msg *) buf->data, len, learned);
 	post_rx(ep, buf);
 }

@@ -14,65 +14,6 @@ static struct mrl_ep *to_ep(struct fid *fid)
 	return mrl_container_of(fid, struct mrl_ep, ep_fid.fid);
 }
 
-/* ---- injects, passed whole to rail 0 ------------------------------------ */
-
-bool mrl_inject_fits(const struct mrl_ep *ep, size_t len)
-{
-	if (len <= ep->domain->inject_size)
-		return true;
-	MRL_WARN(FI_LOG_EP_DATA, "inject of %zu bytes > inject_size %zu\n",
-		 len, ep->domain->inject_size);
-	return false;
-}
-
-/*
- * After the core's inject: no completion will follow, so the counter
- * counts it now; a refusal progresses so that the caller's retry can pass.
- * Domain locked.
- */
-ssize_t mrl_inject_posted(struct mrl_ep *ep, struct mrl_cntr *cntr,
-			  ssize_t ret)
-{
-	if (!ret)
-		mrl_cntr_inc(cntr);
-	else if (ret == -FI_EAGAIN)
-		mrl_ep_progress(ep);
-	return ret;
-}
-
-/* ---- message request pool ---------------------------------------------- */
-
-struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep)
-{
-	struct mrl_msg_req *req = ep->msg_free;
-
-	if (req) {
-		ep->msg_free = req->next_free;
-		req->hdr.kind = MRL_REQ_MSG;
-	}
-	return req;
-}
-
-void mrl_msg_req_put(struct mrl_ep *ep, struct mrl_msg_req *req)
-{
-	req->hdr.kind = 0;
-	req->next_free = ep->msg_free;
-	ep->msg_free = req;
-}
-
-static int msg_pool_init(struct mrl_ep *ep, size_t n)
-{
-	size_t i;
-
-	ep->msg_reqs = calloc(n, sizeof(*ep->msg_reqs));
-	if (!ep->msg_reqs)
-		return -FI_ENOMEM;
-	ep->msg_pool_size = n;
-	for (i = n; i-- > 0;)
-		mrl_msg_req_put(ep, &ep->msg_reqs[i]);
-	return 0;
-}
-
 /* ---- bind ----------------------------------------------------------------- */
 
 static int bind_av(struct mrl_ep *ep, struct mrl_av *av)
@@ -240,13 +181,23 @@ static int build_name(struct mrl_ep *ep)
 	return 0;
 }
 
+/*
+ * Each step is done once, so a retry after a failure redoes only what
+ * failed; what a failed step left is undone, except the control receives:
+ * once posted they belong to the core until its endpoints close, so the
+ * endpoint can then only be closed.
+ */
 static int enable(struct mrl_ep *ep)
 {
-	size_t i;
 	int r, ret;
 
 	if (ep->enabled)
 		return 0;
+	if (ep->enable_failed) {
+		MRL_WARN(FI_LOG_EP_CTRL, "fi_enable: failed before, after "
+			 "posting receives: close the endpoint\n");
+		return -FI_EOPBADSTATE;
+	}
 	if (!ep->av) {
 		MRL_WARN(FI_LOG_EP_CTRL, "fi_enable: no AV bound\n");
 		return -FI_ENOAV;
@@ -256,13 +207,14 @@ static int enable(struct mrl_ep *ep)
 		MRL_WARN(FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound\n");
 		return -FI_ENOCQ;
 	}
-	for (r = 0; r < ep->nrails; r++) {
+	for (r = ep->rails_enabled; r < ep->nrails; r++) {
 		ret = fi_enable(ep->rails[r].ep);
 		if (ret) {
 			MRL_WARN(FI_LOG_EP_CTRL, "rail %d: fi_enable: %s\n", r,
 				 fi_strerror(-ret));
 			return ret;
 		}
+		ep->rails_enabled = r + 1;
 	}
 	ret = build_name(ep);
 	if (ret)
@@ -271,12 +223,13 @@ static int enable(struct mrl_ep *ep)
 	if (ret)
 		return ret;
 	ret = mrl_ctrl_init(ep);
-	if (ret)
+	if (ret) {
+		mrl_rma_fini(ep);
+		ep->enable_failed = true;
 		return ret;
+	}
 	ep->enabled = true;
-	for (i = 0; i < ep->av->nall; i++)
-		if (ep->av->all[i]->partial)
-			mrl_ctrl_hello(ep, ep->av->all[i]);
+	mrl_ctrl_hello_partial(ep);
 	return 0;
 }
 
@@ -547,7 +500,7 @@ static int mrl_ep_close(struct fid *fid)
 	mrl_ctrl_fini(ep);
 	close_rails(ep);
 	mrl_rma_fini(ep);
-	free(ep->msg_reqs);
+	mrl_msg_fini(ep);
 	free(ep->name);
 	fi_freeinfo(ep->info);
 	mrl_domain_release(ep->domain);
@@ -674,7 +627,7 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	}
 	pool = dom->rails[0].info->tx_attr->size +
 	       dom->rails[0].info->rx_attr->size + 64;
-	ret = msg_pool_init(ep, pool);
+	ret = mrl_msg_init(ep, pool);
 	if (ret)
 		goto err;
 
@@ -692,7 +645,7 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	return 0;
 err:
 	close_rails(ep);
-	free(ep->msg_reqs);
+	mrl_msg_fini(ep);
 	fi_freeinfo(ep->info);
 	free(ep);
 	return ret;

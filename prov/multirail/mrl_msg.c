@@ -9,6 +9,46 @@
 
 #include "mrl.h"
 
+/* ---- message request pool ---------------------------------------------- */
+
+struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep)
+{
+	struct mrl_msg_req *req = ep->msg_free;
+
+	if (req) {
+		ep->msg_free = req->next_free;
+		req->hdr.kind = MRL_REQ_MSG;
+	}
+	return req;
+}
+
+void mrl_msg_req_put(struct mrl_ep *ep, struct mrl_msg_req *req)
+{
+	req->hdr.kind = 0;
+	req->next_free = ep->msg_free;
+	ep->msg_free = req;
+}
+
+/* n requests: enough for every send and receive the core can hold. */
+int mrl_msg_init(struct mrl_ep *ep, size_t n)
+{
+	size_t i;
+
+	ep->msg_reqs = calloc(n, sizeof(*ep->msg_reqs));
+	if (!ep->msg_reqs)
+		return -FI_ENOMEM;
+	ep->msg_pool_size = n;
+	for (i = n; i-- > 0;)
+		mrl_msg_req_put(ep, &ep->msg_reqs[i]);
+	return 0;
+}
+
+void mrl_msg_fini(struct mrl_ep *ep)
+{
+	free(ep->msg_reqs);
+	ep->msg_reqs = NULL;
+}
+
 static struct mrl_ep *to_ep(struct fid_ep *ep)
 {
 	return mrl_container_of(ep, struct mrl_ep, ep_fid);

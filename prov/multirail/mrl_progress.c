@@ -63,6 +63,16 @@ void mrl_remote_event(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
 		     e->tag, src);
 }
 
+/* The target's keys, once learned, let waiting ops spread over its rails. */
+static void ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len)
+{
+	struct mrl_ctrl_learned learned;
+
+	mrl_ctrl_rx(ep, buf, len, &learned);
+	if (learned.keys)
+		mrl_rma_keys_learned(ep, learned.peer, learned.keys);
+}
+
 static void dispatch(struct mrl_ep *ep, int rail,
 		     const struct fi_cq_tagged_entry *e, fi_addr_t core_src,
 		     int err, const struct fi_cq_err_entry *err_entry)
@@ -90,7 +100,7 @@ static void dispatch(struct mrl_ep *ep, int rail,
 				 err_entry);
 		break;
 	case MRL_REQ_CTRL_RX:
-		mrl_ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr, err ? 0 : e->len);
+		ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr, err ? 0 : e->len);
 		break;
 	case MRL_REQ_CTRL_TX:
 		mrl_ctrl_tx_done(ep, (struct mrl_ctrl_buf *) hdr);
@@ -166,9 +176,36 @@ void mrl_ep_progress(struct mrl_ep *ep)
 	ep->in_progress = true;
 	for (r = 0; r < ep->nrails; r++)
 		progress_rail(ep, r);
+	if (ep->av && ep->av->hello_due)
+		mrl_ctrl_hello_partial(ep);
 	if (ep->ctrl_backlog)
 		mrl_ctrl_progress(ep);
 	mrl_engine_progress(&ep->engine);
 	ep->in_progress = false;
 }
 
+/* ---- injects, passed whole to rail 0 ------------------------------------ */
+
+bool mrl_inject_fits(const struct mrl_ep *ep, size_t len)
+{
+	if (len <= ep->domain->inject_size)
+		return true;
+	MRL_WARN(FI_LOG_EP_DATA, "inject of %zu bytes > inject_size %zu\n",
+		 len, ep->domain->inject_size);
+	return false;
+}
+
+/*
+ * After the core's inject: no completion will follow, so the counter
+ * counts it now; a refusal progresses so that the caller's retry can pass.
+ * Domain locked.
+ */
+ssize_t mrl_inject_posted(struct mrl_ep *ep, struct mrl_cntr *cntr,
+			  ssize_t ret)
+{
+	if (!ret)
+		mrl_cntr_inc(cntr);
+	else if (ret == -FI_EAGAIN)
+		mrl_ep_progress(ep);
+	return ret;
+}

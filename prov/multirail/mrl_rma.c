@@ -96,6 +96,7 @@ void mrl_rma_fini(struct mrl_ep *ep)
 	mrl_engine_fini(&ep->engine);
 	free(ep->rma_reqs);
 	ep->rma_reqs = NULL;
+	ep->rma_free = NULL;
 }
 
 /* What this chunk asks of the core: see mrl_sched_chunk. */
