@@ -61,6 +61,9 @@ extern struct fi_provider mrl_prov;
 #define MRL_WARN(subsys, ...)	FI_WARN(&mrl_prov, subsys, __VA_ARGS__)
 #define MRL_INFO(subsys, ...)	FI_INFO(&mrl_prov, subsys, __VA_ARGS__)
 #define MRL_DBG(subsys, ...)	FI_DBG(&mrl_prov, subsys, __VA_ARGS__)
+/* For what a broken rail or peer would say once per chunk or message. */
+#define MRL_WARN_ONCE(subsys, ...) \
+	FI_WARN_ONCE(&mrl_prov, subsys, __VA_ARGS__)
 
 /* Run-time knobs, read once at provider init (FI_MULTIRAIL_*). */
 struct mrl_params {
@@ -305,6 +308,11 @@ struct mrl_cq_entry {
 	fi_addr_t src;
 };
 
+/* Endpoints one CQ or counter serves (a bind beyond is refused). */
+#define MRL_EPS_PER_CQ		16
+/* Message requests beyond the core's tx and rx sizes. */
+#define MRL_MSG_SPARE_REQS	64
+
 struct mrl_cq_err {
 	struct fi_cq_err_entry e;
 	struct mrl_list link;
@@ -317,7 +325,7 @@ struct mrl_cq {
 	struct mrl_cq_entry *ring;
 	size_t size, head, tail;	/* size: 2^n; head: next to read */
 	struct mrl_list errs;
-	struct mrl_ep *eps[16];		/* endpoints to progress */
+	struct mrl_ep *eps[MRL_EPS_PER_CQ];	/* endpoints to progress */
 	int neps;
 	uint64_t overflow;
 };
@@ -338,7 +346,7 @@ struct mrl_cntr {
 	struct fid_cntr cntr_fid;
 	struct mrl_domain *domain;
 	uint64_t value, err;
-	struct mrl_ep *eps[16];
+	struct mrl_ep *eps[MRL_EPS_PER_CQ];
 	int neps;
 	/* remote events counted by the core, one counter per rail */
 	struct fid_cntr *core[MRL_CNTR_MAX_CORE];

@@ -10,6 +10,9 @@
 
 #include "mrl.h"
 
+#define MRL_CQ_DEFAULT_SIZE	1024	/* entries, when fi_cq_attr says none */
+#define MRL_CQ_MIN_SIZE		64
+
 #define MRL_CQ_MAX_SIZE	(1 << 24)
 
 static struct mrl_cq *to_cq(struct fid_cq *cq)
@@ -306,7 +309,7 @@ static struct fi_ops_cq mrl_cq_ops = {
 int mrl_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		struct fid_cq **cq_out, void *context)
 {
-	size_t want = attr && attr->size ? attr->size : 1024;
+	size_t want = attr && attr->size ? attr->size : MRL_CQ_DEFAULT_SIZE;
 	struct mrl_cq *cq;
 
 	if (attr && attr->wait_obj != FI_WAIT_NONE &&
@@ -330,7 +333,7 @@ int mrl_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 	cq->domain = mrl_container_of(domain, struct mrl_domain, domain_fid);
 	cq->format = attr ? attr->format : FI_CQ_FORMAT_CONTEXT;
 	/* a power of two, so a ring index is a mask, not a division */
-	for (cq->size = 64; cq->size < want; cq->size *= 2)
+	for (cq->size = MRL_CQ_MIN_SIZE; cq->size < want; cq->size *= 2)
 		;
 	cq->ring = calloc(cq->size, sizeof(*cq->ring));
 	if (!cq->ring) {

@@ -45,8 +45,8 @@ static int post_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 		       ctrl_desc(ep, buf->rail), FI_ADDR_UNSPEC, MRL_CTRL_TAG,
 		       0, &buf->hdr);
 	if (ret)
-		MRL_WARN(FI_LOG_EP_CTRL, "rail %d: control receive: %s\n",
-			 buf->rail, fi_strerror(-ret));
+		MRL_WARN_ONCE(FI_LOG_EP_CTRL, "rail %d: control receive: "
+			      "%s\n", buf->rail, fi_strerror(-ret));
 	return ret;
 }
 
@@ -174,8 +174,9 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
 		}
 		*pos = buf->next_free;
 		if (ret) {
-			MRL_WARN(FI_LOG_EP_CTRL, "rail %d: control send: %s\n",
-				 buf->rail, fi_strerror((int) -ret));
+			MRL_WARN_ONCE(FI_LOG_EP_CTRL, "rail %d: control send: "
+				      "%s\n", buf->rail,
+				      fi_strerror((int) -ret));
 			mrl_ctrl_tx_done(ep, buf);
 		}
 	}
@@ -442,8 +443,8 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 	}
 	peer = mrl_av_learn(ep->av, msg->payload, msg->addrlen);
 	if (!peer) {
-		MRL_WARN(FI_LOG_EP_CTRL, "control message from an unusable "
-			 "address dropped\n");
+		MRL_WARN_ONCE(FI_LOG_EP_CTRL, "control message from an unusable "
+			      "address dropped\n");
 		return;
 	}
 	learned->peer = peer;

@@ -625,8 +625,9 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 		if (ret)
 			goto err;
 	}
+	/* every send and receive the core can hold, and the control ones */
 	pool = dom->rails[0].info->tx_attr->size +
-	       dom->rails[0].info->rx_attr->size + 64;
+	       dom->rails[0].info->rx_attr->size + MRL_MSG_SPARE_REQS;
 	ret = mrl_msg_init(ep, pool);
 	if (ret)
 		goto err;

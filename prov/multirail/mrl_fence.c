@@ -65,8 +65,8 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		f->inflight |= bit(rail);
 	} else if (ret != -FI_EAGAIN) {
 		/* the core cannot flush: the send goes on unordered */
-		MRL_WARN(FI_LOG_EP_DATA, "rail %d: fence write: %s\n", rail,
-			 fi_strerror((int) -ret));
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: fence write: %s\n",
+			      rail, fi_strerror((int) -ret));
 		f->dirty &= ~bit(rail);
 	}
 	return (int) ret;
@@ -93,8 +93,8 @@ int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer)
 void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err)
 {
 	if (err)
-		MRL_WARN(FI_LOG_EP_DATA, "rail %d: fence failed: %s\n",
-			 fence->rail, fi_strerror(-err));
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: fence failed: %s\n",
+			      fence->rail, fi_strerror(-err));
 	fence->peer->fence.inflight &= ~bit(fence->rail);
 	(void) ep;
 }

@@ -86,8 +86,8 @@ static void dispatch(struct mrl_ep *ep, int rail,
 		if (!err)
 			mrl_remote_event(ep, e, src);
 		else
-			MRL_WARN(FI_LOG_EP_DATA, "rail %d: remote event "
-				 "error %d\n", rail, err);
+			MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: remote event "
+				      "error %d\n", rail, err);
 		return;
 	}
 	switch (hdr->kind) {
@@ -109,8 +109,8 @@ static void dispatch(struct mrl_ep *ep, int rail,
 		mrl_fence_done(ep, (struct mrl_fence *) hdr, err);
 		break;
 	default:
-		MRL_WARN(FI_LOG_EP_DATA, "rail %d: completion with unknown "
-			 "context %p\n", rail, (void *) hdr);
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: completion with "
+			      "unknown context %p\n", rail, (void *) hdr);
 	}
 }
 
@@ -131,12 +131,19 @@ static void read_err(struct mrl_ep *ep, int rail)
 		 &err);
 }
 
+/*
+ * Core completions read per call, and calls per rail per progress: a rail
+ * that keeps completing cannot hold the others (and our caller) forever.
+ */
+#define MRL_CQ_BATCH		16
+#define MRL_CQ_ROUNDS		8
+
 static void progress_rail(struct mrl_ep *ep, int rail)
 {
-	struct fi_cq_tagged_entry e[16];
-	fi_addr_t src[16];
+	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
+	fi_addr_t src[MRL_CQ_BATCH];
 	ssize_t n, i;
-	int rounds = 8;
+	int rounds = MRL_CQ_ROUNDS;
 
 	while (rounds--) {
 		/*
@@ -145,11 +152,12 @@ static void progress_rail(struct mrl_ep *ep, int rail)
 		 * untouched.
 		 */
 		if (ep->want_src) {
-			for (i = 0; i < 16; i++)
+			for (i = 0; i < MRL_CQ_BATCH; i++)
 				src[i] = FI_ADDR_NOTAVAIL;
-			n = fi_cq_readfrom(ep->rails[rail].cq, e, 16, src);
+			n = fi_cq_readfrom(ep->rails[rail].cq, e,
+					   MRL_CQ_BATCH, src);
 		} else {
-			n = fi_cq_read(ep->rails[rail].cq, e, 16);
+			n = fi_cq_read(ep->rails[rail].cq, e, MRL_CQ_BATCH);
 		}
 		if (n == -FI_EAVAIL) {
 			read_err(ep, rail);
@@ -161,7 +169,7 @@ static void progress_rail(struct mrl_ep *ep, int rail)
 			dispatch(ep, rail, &e[i],
 				 ep->want_src ? src[i] : FI_ADDR_NOTAVAIL, 0,
 				 NULL);
-		if (n < 16)
+		if (n < MRL_CQ_BATCH)
 			return;
 	}
 }

@@ -30,6 +30,9 @@ struct mrl_rma_args {
 	uint64_t flags;
 };
 
+/* RMA requests per endpoint: the core's tx size, and at least this. */
+#define MRL_RMA_MIN_REQS	1024
+
 static struct mrl_ep *to_ep(struct fid_ep *ep)
 {
 	return mrl_container_of(ep, struct mrl_ep, ep_fid);
@@ -66,8 +69,8 @@ int mrl_rma_init(struct mrl_ep *ep)
 	size_t i, n = ep->domain->rails[0].info->tx_attr->size;
 	int ret;
 
-	if (n < 1024)
-		n = 1024;
+	if (n < MRL_RMA_MIN_REQS)
+		n = MRL_RMA_MIN_REQS;
 	ret = mrl_engine_init(&ep->engine, &attr, &engine_ops, ep);
 	if (ret)
 		return ret;
@@ -169,9 +172,9 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 			mrl_fence_write_posted(ep, peer, chunk->rail, rma.addr,
 					       rma.key);
 	} else if (ret != -FI_EAGAIN) {
-		MRL_WARN(FI_LOG_EP_DATA, "rail %d: core %s failed: %s\n",
-			 chunk->rail, op->kind == MRL_OP_WRITE ? "write" :
-			 "read", fi_strerror((int) -ret));
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: core %s failed: "
+			      "%s\n", chunk->rail, op->kind == MRL_OP_WRITE ?
+			      "write" : "read", fi_strerror((int) -ret));
 	}
 	return (int) ret;
 }
