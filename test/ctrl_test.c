@@ -7,7 +7,9 @@
  * warning naming the version), every receive buffer re-posted (more
  * messages are sent than rail 0 has buffers, several times over), and the
  * channel must still work after: a new registration's keys are learned and
- * a striped write to it lands on both rails, every byte checked.
+ * a striped write to it lands on both rails, every byte checked.  Then:
+ * a user receive on the control tag is refused, and a key request is
+ * answered with keys only for a registration with remote access.
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS=lo,lo (ctrl.sh).
  */
 #include <stdarg.h>
@@ -171,18 +173,14 @@ static void drain_core_sends(int n)
 		die("%d core sends did not complete", n);
 }
 
-static void send_bad_messages(const void *name, size_t namelen)
+static void send_bad_messages(fi_addr_t target, const void *name,
+			      size_t namelen)
 {
-	const struct mrl_addr_hdr *hdr = name;
 	static uint8_t msgs[NKINDS][MRL_CTRL_BUF_SIZE];
 	uint64_t before = stats(0).ctrl_received, got = 0;
-	fi_addr_t target;
 	double end;
 	int round, k;
 
-	/* the target's rail 0, as a plain core peer */
-	if (fi_av_insert(core_side.av, hdr + 1, 1, &target, 0, NULL) != 1)
-		die("core fi_av_insert of rail 0's address");
 	for (round = 0; round < ROUNDS; round++) {
 		for (k = 0; k < NKINDS; k++) {
 			size_t len = bad_message(k, msgs[k], name, namelen);
@@ -270,10 +268,99 @@ static void channel_still_works(void)
 	free(buf);
 }
 
+/* A user receive may not carry the control tag: it would take ours. */
+static void reserved_tag_refused(void)
+{
+	static char ubuf[64];
+	long r = fi_trecv(mr_side.ep, ubuf, sizeof(ubuf), NULL, FI_ADDR_UNSPEC,
+			  MRL_CTRL_TAG, 0, NULL);
+
+	if (r != -FI_EINVAL)
+		die("fi_trecv with tag bit 63: %ld, -FI_EINVAL due", r);
+	printf("ok fi_trecv with tag bit 63 refused: %ld\n", r);
+}
+
+/*
+ * Ask, as a plain core endpoint, for the rails' keys behind a key: the
+ * answer's status and key count.  Our own composite address (one rail)
+ * rides in the request, as a multirail peer's would.
+ */
+static void ask_keys(fi_addr_t target, uint64_t key, int32_t *status,
+		     int *nkeys)
+{
+	static uint8_t req[MRL_CTRL_BUF_SIZE], resp[MRL_CTRL_BUF_SIZE];
+	struct mrl_ctrl_msg *m = (struct mrl_ctrl_msg *) req;
+	const struct mrl_ctrl_msg *a = (const void *) resp;
+	struct mrl_addr_hdr *hdr = (struct mrl_addr_hdr *) m->payload;
+	struct fi_cq_tagged_entry e;
+	size_t alen = MRL_CTRL_BUF_SIZE - sizeof(*m) - sizeof(*hdr);
+	int got_send = 0, got_recv = 0;
+	double end;
+	ssize_t r;
+
+	memset(req, 0, sizeof(req));
+	CHK(fi_getname(&core_side.ep->fid, hdr + 1, &alen));
+	hdr->magic = MRL_ADDR_MAGIC;
+	hdr->version = MRL_ADDR_VERSION;
+	hdr->nrails = 1;
+	hdr->rail_addrlen = alen;
+	m->magic = MRL_CTRL_MAGIC;
+	m->version = MRL_CTRL_VERSION;
+	m->type = MRL_CTRL_KEY_REQ;
+	m->key = key;
+	m->addrlen = sizeof(*hdr) + alen;
+	CHK(fi_trecv(core_side.ep, resp, sizeof(resp), NULL, FI_ADDR_UNSPEC,
+		     MRL_CTRL_TAG, 0, resp));
+	CHK(fi_tsend(core_side.ep, req, sizeof(*m) + m->addrlen, NULL, target,
+		     MRL_CTRL_TAG, req));
+	for (end = now() + TIMEOUT_S; !(got_send && got_recv) && now() < end;) {
+		fi_cq_read(mr_side.cq, NULL, 0);
+		r = fi_cq_read(core_side.cq, &e, 1);
+		if (r == 1) {
+			got_send |= e.op_context == req;
+			got_recv |= e.op_context == resp;
+		} else if (r != -FI_EAGAIN) {
+			die("core completion: %zd", r);
+		}
+	}
+	if (!got_recv || a->magic != MRL_CTRL_MAGIC ||
+	    a->type != MRL_CTRL_KEY_RESP || a->key != key)
+		die("no KEY_RESP for key 0x%lx", (unsigned long) key);
+	*status = a->status;
+	*nkeys = a->nkeys;
+}
+
+/* Keys only for registrations peers may access, and then every rail's. */
+static void keys_for_remote_access_only(fi_addr_t target)
+{
+	static uint8_t mem[2][4096];
+	struct fid_mr *local, *remote;
+	int32_t status;
+	int n;
+
+	CHK(fi_mr_reg(mr_side.domain, mem[0], sizeof(mem[0]),
+		      FI_READ | FI_WRITE, 0, 11, 0, &local, NULL));
+	CHK(fi_mr_reg(mr_side.domain, mem[1], sizeof(mem[1]),
+		      FI_REMOTE_WRITE, 0, 12, 0, &remote, NULL));
+	ask_keys(target, fi_mr_key(local), &status, &n);
+	if (status != -FI_ENOKEY || n)
+		die("keys of a registration without remote access: status "
+		    "%d, %d keys", status, n);
+	printf("ok no keys for a registration without remote access\n");
+	ask_keys(target, fi_mr_key(remote), &status, &n);
+	if (status || n != ops->rail_count(mr_side.ep))
+		die("keys of a remote-write registration: status %d, %d keys",
+		    status, n);
+	printf("ok a remote-write registration: %d rails' keys\n", n);
+	CHK(fi_close(&local->fid));
+	CHK(fi_close(&remote->fid));
+}
+
 int main(void)
 {
 	uint8_t name[4096];
 	size_t namelen = sizeof(name);
+	fi_addr_t target;
 	char core[128];
 	const char *fab;
 
@@ -290,8 +377,14 @@ int main(void)
 	open_side(&core_side, core, "lo", FI_MSG | FI_TAGGED);
 	printf("multirail over %s, and a plain %s endpoint\n", core,
 	       core_side.info->fabric_attr->prov_name);
-	send_bad_messages(name, namelen);
+	/* the target's rail 0, as a plain core peer */
+	if (fi_av_insert(core_side.av, (struct mrl_addr_hdr *) name + 1, 1,
+			 &target, 0, NULL) != 1)
+		die("core fi_av_insert of rail 0's address");
+	send_bad_messages(target, name, namelen);
 	channel_still_works();
+	reserved_tag_refused();
+	keys_for_remote_access_only(target);
 	close_side(&core_side);
 	close_side(&mr_side);
 	printf("PASS\n");

@@ -193,6 +193,7 @@ struct mrl_mr {
 	struct fid_mr *core[MRL_MAX_RAILS];
 	void *core_desc[MRL_MAX_RAILS];
 	enum fi_hmem_iface iface;
+	uint64_t access;		/* FI_REMOTE_*: what peers may do */
 	uint32_t near_mask;		/* rails nearest the buffer; 0: any */
 	struct mrl_list link;
 };

@@ -350,11 +350,19 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 	return e;
 }
 
+/*
+ * The rails' keys behind one of ours, only for a registration that peers
+ * may access (FI_REMOTE_READ or FI_REMOTE_WRITE): any process that reaches
+ * rail 0 can ask.
+ */
 static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key)
 {
 	struct mrl_mr *mr = mrl_mr_find(ep->domain, key);
 	uint64_t keys[MRL_MAX_RAILS];
 	int r, n = 0;
+
+	if (mr && !(mr->access & (FI_REMOTE_READ | FI_REMOTE_WRITE)))
+		mr = NULL;
 
 	if (mr) {
 		n = ep->domain->nrails;

@@ -155,6 +155,7 @@ int mrl_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 		return -FI_ENOMEM;
 	mr->domain = dom;
 	mr->iface = attr->iface;
+	mr->access = attr->access;
 	mr->near_mask = mrl_locality_mem_mask(dom->rail_loc, dom->nrails,
 					      dom->rails_located, attr->iface,
 					      attr->iface == FI_HMEM_CUDA ?

@@ -73,7 +73,8 @@ static int check_args(struct mrl_ep *ep, const struct msg_args *a)
 			 MRL_IOV_LIMIT);
 		return -FI_EINVAL;
 	}
-	if (a->tagged && a->tx && (a->tag & MRL_CTRL_TAG)) {
+	/* a receive with it would take our control messages */
+	if (a->tagged && (a->tag & MRL_CTRL_TAG)) {
 		MRL_WARN(FI_LOG_EP_DATA, "tag bit 63 is reserved\n");
 		return -FI_EINVAL;
 	}
