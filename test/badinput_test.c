@@ -29,6 +29,7 @@
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS (badinput.sh sets them).
  */
 #include <ctype.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -43,6 +44,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_atomic.h>
@@ -602,6 +604,54 @@ static void poll_set(void)
 }
 #pragma GCC diagnostic pop
 
+struct eq_writer {
+	struct fid_eq *eq;
+	int delay_ms;
+};
+
+static void *write_later(void *arg)
+{
+	struct eq_writer *w = arg;
+	struct fi_eq_entry entry = { .context = w };
+
+	usleep(w->delay_ms * 1000);
+	fi_eq_write(w->eq, FI_NOTIFY, &entry, sizeof(entry), 0);
+	return NULL;
+}
+
+/* fi_eq_sread waits: its timeout on an empty EQ, an event written later. */
+static void eq_sread(void)
+{
+	struct fi_eq_attr attr = { .wait_obj = FI_WAIT_UNSPEC };
+	struct eq_writer w = { .delay_ms = 100 };
+	struct fi_eq_entry entry;
+	pthread_t thread;
+	uint32_t event;
+	double t0, dt;
+	ssize_t r;
+
+	CHK(fi_eq_open(fabric, &attr, &w.eq, NULL));
+	t0 = now();
+	r = fi_eq_sread(w.eq, &event, &entry, sizeof(entry), 300, 0);
+	dt = now() - t0;
+	if (r != -FI_EAGAIN || dt < 0.25 || dt > 5)
+		die("fi_eq_sread on an empty EQ, 300 ms: %zd after %.3f s", r,
+		    dt);
+	ok("fi_eq_sread waits its timeout on an empty EQ", r);
+	if (pthread_create(&thread, NULL, write_later, &w))
+		die("pthread_create");
+	t0 = now();
+	r = fi_eq_sread(w.eq, &event, &entry, sizeof(entry), 5000, 0);
+	dt = now() - t0;
+	pthread_join(thread, NULL);
+	if (r != sizeof(entry) || event != FI_NOTIFY || entry.context != &w ||
+	    dt < 0.05 || dt > 4)
+		die("fi_eq_sread of an event written 100 ms later: %zd after "
+		    "%.3f s", r, dt);
+	ok("fi_eq_sread wakes for an event written later", r);
+	CHK(fi_close(&w.eq->fid));
+}
+
 static void close_unbound_ep(void)
 {
 	struct fid_ep *lone;
@@ -1033,6 +1083,7 @@ int main(void)
 	valid_write("valid write after the bad cases");
 	av_reinsert();
 	poll_set();
+	eq_sread();
 	close_unbound_ep();
 	close_all();
 	printf("PASS\n");

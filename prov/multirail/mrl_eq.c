@@ -3,8 +3,10 @@
  * so this queue holds only what the application writes into it; it exists
  * because applications (fabtests among them) open and bind one anyway.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mrl.h"
 
@@ -19,6 +21,8 @@ struct mrl_eq_event {
 struct mrl_eq_impl {
 	struct mrl_eq eq;
 	pthread_mutex_t lock;
+	pthread_cond_t written;		/* fi_eq_write wakes fi_eq_sread */
+	bool can_wait;			/* not opened with FI_WAIT_NONE */
 	struct mrl_eq_event ev[MRL_EQ_SIZE];
 	size_t head, count;
 };
@@ -80,16 +84,41 @@ static ssize_t mrl_eq_write(struct fid_eq *eq_fid, uint32_t event,
 	ev->event = event;
 	ev->len = len;
 	memcpy(&ev->entry, buf, len);
+	pthread_cond_broadcast(&eq->written);
 	pthread_mutex_unlock(&eq->lock);
 	return len;
 }
 
-static ssize_t mrl_eq_sread(struct fid_eq *eq, uint32_t *event, void *buf,
+/* Waits up to timeout ms (< 0: for ever) for an event, then reads it. */
+static ssize_t mrl_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 			    size_t len, int timeout, uint64_t flags)
 {
-	ssize_t ret = mrl_eq_read(eq, event, buf, len, flags);
+	struct mrl_eq_impl *eq = to_impl(eq_fid);
+	struct timespec end;
+	int ret = 0;
 
-	return ret;
+	if (!eq->can_wait) {
+		MRL_WARN(FI_LOG_EQ, "fi_eq_sread on an EQ opened with "
+			 "FI_WAIT_NONE\n");
+		return -FI_ENOSYS;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += timeout / 1000;
+	end.tv_nsec += (long) (timeout % 1000) * 1000000;
+	if (end.tv_nsec >= 1000000000) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&eq->lock);
+	while (!eq->count && ret != ETIMEDOUT) {
+		if (timeout < 0)
+			pthread_cond_wait(&eq->written, &eq->lock);
+		else
+			ret = pthread_cond_timedwait(&eq->written, &eq->lock,
+						     &end);
+	}
+	pthread_mutex_unlock(&eq->lock);
+	return mrl_eq_read(eq_fid, event, buf, len, flags);
 }
 
 static const char *mrl_eq_strerror(struct fid_eq *eq, int prov_errno,
@@ -103,6 +132,7 @@ static int mrl_eq_close(struct fid *fid)
 	struct mrl_eq_impl *eq = to_impl(mrl_container_of(fid, struct fid_eq,
 							  fid));
 
+	pthread_cond_destroy(&eq->written);
 	pthread_mutex_destroy(&eq->lock);
 	free(eq);
 	return 0;
@@ -129,6 +159,7 @@ int mrl_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 		struct fid_eq **eq_out, void *context)
 {
 	struct mrl_eq_impl *eq;
+	pthread_condattr_t ca;
 
 	if (attr && attr->wait_obj != FI_WAIT_NONE &&
 	    attr->wait_obj != FI_WAIT_UNSPEC) {
@@ -140,6 +171,11 @@ int mrl_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 	if (!eq)
 		return -FI_ENOMEM;
 	pthread_mutex_init(&eq->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&eq->written, &ca);
+	pthread_condattr_destroy(&ca);
+	eq->can_wait = !attr || attr->wait_obj != FI_WAIT_NONE;
 	eq->eq.fabric = mrl_container_of(fabric, struct mrl_fabric, fabric_fid);
 	eq->eq.eq_fid.fid.fclass = FI_CLASS_EQ;
 	eq->eq.eq_fid.fid.context = context;
