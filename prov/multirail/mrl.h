@@ -352,7 +352,8 @@ struct mrl_cntr {
 	/* remote events counted by the core, one counter per rail */
 	struct fid_cntr *core[MRL_CNTR_MAX_CORE];
 	int ncore;
-	uint64_t core_base;
+	/* the cores' counts cannot be rewound: fi_cntr_set/seterr shift ours */
+	uint64_t core_base, err_base;
 };
 
 int mrl_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,

@@ -110,7 +110,7 @@ static uint64_t mrl_cntr_readerr(struct fid_cntr *cntr_fid)
 	for (i = 0; i < cntr->ncore; i++)
 		v += fi_cntr_readerr(cntr->core[i]);
 	mrl_unlock(cntr->domain);
-	return v;
+	return v - cntr->err_base;
 }
 
 static int mrl_cntr_add(struct fid_cntr *cntr_fid, uint64_t value)
@@ -147,10 +147,12 @@ static int mrl_cntr_adderr(struct fid_cntr *cntr_fid, uint64_t value)
 
 static int mrl_cntr_seterr(struct fid_cntr *cntr_fid, uint64_t value)
 {
+	uint64_t cur = mrl_cntr_readerr(cntr_fid);
 	struct mrl_cntr *cntr = to_cntr(cntr_fid);
 
+	/* errors the cores counted are cleared too: shift our part */
 	mrl_lock(cntr->domain);
-	cntr->err = value;
+	cntr->err_base += cur - value;
 	mrl_unlock(cntr->domain);
 	return 0;
 }
@@ -166,9 +168,9 @@ static double now_ms(void)
 static int mrl_cntr_wait(struct fid_cntr *cntr_fid, uint64_t threshold,
 			 int timeout)
 {
-	struct mrl_cntr *cntr = to_cntr(cntr_fid);
 	double end = now_ms() + timeout;
-	uint64_t errs = cntr->err;
+	/* errors from before the wait, the cores' included, are not news */
+	uint64_t errs = mrl_cntr_readerr(cntr_fid);
 
 	for (;;) {
 		if (mrl_cntr_read(cntr_fid) >= threshold)

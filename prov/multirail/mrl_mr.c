@@ -46,7 +46,8 @@ static int mrl_mr_close(struct fid *fid)
 	return 0;
 }
 
-/* Our key, from rail 0's (see the top of this file). */
+/* Our key, from rail 0's (see the top of this file).  Domain locked: the
+ * generation is shared by every thread registering on the domain. */
 static void set_key(struct mrl_mr *mr)
 {
 	struct mrl_domain *dom = mr->domain;
@@ -98,7 +99,9 @@ static int mrl_mr_control(struct fid *fid, int command, void *arg)
 			if (ret)
 				return ret;
 		}
+		mrl_lock(mr->domain);
 		set_key(mr);
+		mrl_unlock(mr->domain);
 		return 0;
 	case FI_GET_RAW_MR:
 		return raw_attr(mr, arg);
@@ -181,9 +184,9 @@ int mrl_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	mr->mr_fid.fid.context = attr->context;
 	mr->mr_fid.fid.ops = &mrl_mr_fi_ops;
 	mr->mr_fid.mem_desc = mr;
+	mrl_lock(dom);
 	if (!(dom->mr_mode & FI_MR_ENDPOINT))
 		set_key(mr);
-	mrl_lock(dom);
 	mrl_list_add_tail(&dom->mrs, &mr->link);
 	mrl_unlock(dom);
 	*mr_out = &mr->mr_fid;
@@ -281,16 +284,19 @@ int mrl_mr_unmap_key(struct fid_domain *domain, uint64_t key)
 	struct mrl_domain *dom = mrl_container_of(domain, struct mrl_domain,
 						  domain_fid);
 	size_t i = key & ~MRL_RAW_KEY_TAG;
+	bool mapped;
 
-	if (!(key & MRL_RAW_KEY_TAG) || i >= dom->nraw_maps ||
-	    !dom->raw_maps[i].used) {
+	mrl_lock(dom);
+	mapped = (key & MRL_RAW_KEY_TAG) && i < dom->nraw_maps &&
+		 dom->raw_maps[i].used;
+	if (mapped)
+		dom->raw_maps[i].used = false;
+	mrl_unlock(dom);
+	if (!mapped) {
 		MRL_WARN(FI_LOG_MR, "fi_mr_unmap_key: key 0x%lx was not "
 			 "mapped\n", (unsigned long) key);
 		return -FI_EINVAL;
 	}
-	mrl_lock(dom);
-	dom->raw_maps[i].used = false;
-	mrl_unlock(dom);
 	return 0;
 }
 
