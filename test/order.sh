@@ -1,6 +1,7 @@
 #!/bin/sh
 # Ordering on rails of very different speeds: fi_writedata's CQ data after
-# its bytes, and a message sent after writes completed after their bytes.
+# its bytes, and a message, or an op sent whole on rail 0 (inject with CQ
+# data), sent after writes completed, after their bytes.
 # The emulated testbed (fabtests-ext/scripts/fi_multirail_testbed) with two rails at 1000 and two at
 # 50 Mbit/s, initiator and target in its two namespaces, ops forced into
 # 64 KiB chunks so every op crosses fast and slow rails.  The target checks
@@ -33,6 +34,13 @@ FI_MULTIRAIL_STRIPE_MIN=4096 FI_MULTIRAIL_CHUNK_SIZE=65536 \
 echo "== write then send over 1000,1000,50,50 Mbit/s rails"
 FI_MULTIRAIL_STRIPE_MIN=4096 FI_MULTIRAIL_CHUNK_SIZE=65536 \
 	timeout 300 ./test/rma_test -N mrl_a,mrl_b -o write -S 4194304 -W 4 -A || exit 1
+# write, complete, then a 0-byte fi_inject_writedata on rail 0 as the flag
+# (as atomics, it is sent whole on rail 0): the target checks every byte
+# when the flag's CQ entry arrives
+echo "== write then inject_writedata flag over 1000,1000,50,50 Mbit/s rails"
+FI_MULTIRAIL_STRIPE_MIN=4096 FI_MULTIRAIL_CHUNK_SIZE=65536 \
+	timeout 300 ./test/rma_test -N mrl_a,mrl_b -o write -S 4194304 -W 4 \
+	-A -F || exit 1
 # rails found, not named: fi_getinfo as stock fabtests -E drives it (a
 # source with a port only) must open on the testbed's NICs
 echo "== fi_getinfo over auto-discovered rails, FI_PROVIDER=multirail;tcp"

@@ -16,6 +16,9 @@
  *            [-E VAR=VALUE] (the target's environment only)
  *            [-L mask] (the rails, as a hex mask, that must carry RMA
  *            bytes; every other rail must carry none)
+ *            [-F] (write, writev: the writes' completion is announced by
+ *            a 0-byte fi_inject_writedata on rail 0, and the target
+ *            checks every byte when its CQ entry arrives)
  *   rma_test -o atomic [-W window]: sums, fetch-and-add, compare-and-swap
  *            (hit and miss), inject and atomic read on an array of
  *            uint64, results and the target's memory checked.
@@ -151,6 +154,7 @@ static size_t check_poison(const char *p, size_t len)
 
 static int compact_name;	/* -C: fi_getname into FI_NAME_MAX bytes */
 static int want_atomics;	/* -o atomic */
+static int flag_mode;		/* -F */
 static unsigned long expect_rails;	/* -L */
 
 static void setup(int raw)
@@ -283,7 +287,10 @@ struct plan {
 	size_t size, offset;
 	int window;
 	uint64_t seed;
+	int flag;	/* -F: the writes' "done" is an inject_writedata */
 };
+
+#define FLAG_DATA	0xF1A6u	/* the CQ data of -F's flag */
 
 static const char *op_name[] = { "write", "writev", "writedata", "read",
 				  "atomic" };
@@ -336,10 +343,21 @@ static void check_core_ops(const struct plan *p, uint64_t before)
  * Initiator: the ops completed; sync through the provider, as applications
  * do (a send after RMA), then learn the target's verdict.
  */
-static void sync_done(void)
+static void sync_done(const struct plan *p)
 {
+	double end = now() + TIMEOUT_S;
+	ssize_t r;
 	char ack;
 
+	if (p->flag && p->op != 3) {
+		/* a 0-byte write with CQ data on rail 0 says "done" */
+		while ((r = fi_inject_writedata(ep, NULL, 0, FLAG_DATA, peer,
+						peer_addr, peer_key)) ==
+		       -FI_EAGAIN && now() < end)
+			fi_cq_read(cq, NULL, 0);
+		if (r)
+			die("fi_inject_writedata flag: %zd", r);
+	}
 	wait_ctx(&sctx, send_retrying(cbuf, 1, &sctx));
 	xsend("d", 1);
 	wait_oob_progressing();
@@ -354,14 +372,47 @@ static void target_ready(void)
 	xsend("r", 1);
 }
 
+static size_t bad_bytes(const struct plan *p);
+
+/*
+ * -F: the flag's CQ entry says the writes completed; every byte of them
+ * must be here at that moment, as it is over one core connection.
+ */
+static void target_wait_flag(const struct plan *p)
+{
+	struct fi_cq_data_entry e;
+	double end = now() + TIMEOUT_S;
+	size_t bad;
+	ssize_t r;
+
+	for (;;) {
+		r = fi_cq_read(cq, &e, 1);
+		if (r == 1 && (e.flags & FI_REMOTE_CQ_DATA) &&
+		    e.data == FLAG_DATA)
+			break;
+		if (r == 1)
+			die("unexpected completion before the flag");
+		if (r != -FI_EAGAIN)
+			die("target fi_cq_read %zd", r);
+		if (now() > end)
+			die("timeout waiting for the flag");
+	}
+	bad = bad_bytes(p);
+	if (bad)
+		die("%s size %zu: the flag overtook the writes: %zu bytes "
+		    "missing when it arrived", op_name[p->op], p->size, bad);
+}
+
 /*
  * Target: the initiator's message and 'd' mean its ops completed: data is
  * visible.  Keep progressing meanwhile: the cores here need the target to.
  */
-static void target_wait_done(void)
+static void target_wait_done(const struct plan *p)
 {
 	char msg;
 
+	if (p->flag && p->op != 3)
+		target_wait_flag(p);
 	wait_ctx(&rctx, 0);
 	wait_oob_progressing();
 	if (xrecv(&msg, 1) != 1 || msg != 'd')
@@ -436,7 +487,7 @@ static void initiator_case(const struct plan *p)
 				    p->size, i, bad);
 		}
 	}
-	sync_done();
+	sync_done(p);
 	free(seen);
 }
 
@@ -606,7 +657,7 @@ static void atomic_case(const struct plan *p)
 			die("atomic read: element %d is %lu, expected %lu", j,
 			    (unsigned long) res[j], (unsigned long) want[j]);
 
-	sync_done();
+	sync_done(p);
 	free(seen);
 }
 
@@ -619,7 +670,7 @@ static void target_atomic_case(const struct plan *p)
 	atomic_initial(p, (uint64_t *) buf);
 	memset(buf + sizeof(want), POISON, SLACK);
 	target_ready();
-	target_wait_done();
+	target_wait_done(p);
 	atomic_final(p, want);
 	for (j = 0; j < ATOMIC_N; j++) {
 		if (((uint64_t *) buf)[j] != want[j]) {
@@ -675,6 +726,23 @@ static void target_writedata(const struct plan *p)
 	free(seen);
 }
 
+/* The target's buffer against what the initiator's writes put there. */
+static size_t bad_bytes(const struct plan *p)
+{
+	size_t span = p->window * slot(p), bad = 0;
+	int i;
+
+	for (i = 0; i < p->window; i++) {
+		char *s = buf + i * slot(p);
+
+		bad += check_poison(s, p->offset);
+		bad += check(s + p->offset, p->size, p->seed + i);
+		bad += check_poison(s + p->offset + p->size,
+				    slot(p) - p->offset - p->size);
+	}
+	return bad + check_poison(buf + span, SLACK);
+}
+
 static void target_case(const struct plan *p)
 {
 	size_t span = p->window * slot(p), bad = 0;
@@ -690,18 +758,9 @@ static void target_case(const struct plan *p)
 	target_ready();
 	if (p->op == 2)
 		target_writedata(p);
-	target_wait_done();
-	if (p->op != 3) {
-		for (i = 0; i < p->window; i++) {
-			char *s = buf + i * slot(p);
-
-			bad += check_poison(s, p->offset);
-			bad += check(s + p->offset, p->size, p->seed + i);
-			bad += check_poison(s + p->offset + p->size,
-					    slot(p) - p->offset - p->size);
-		}
-		bad += check_poison(buf + span, SLACK);
-	}
+	target_wait_done(p);
+	if (p->op != 3)
+		bad = bad_bytes(p);
 	if (bad)
 		fprintf(stderr, "[target] %s size %zu: %zu bad bytes\n",
 			op_name[p->op], p->size, bad);
@@ -867,6 +926,8 @@ static void run_initiator(const int *ops, int nops, size_t max_size,
 			if (sizes[s] > max_size)
 				break;
 			p.op = ops[o];
+			/* writedata's own CQ data would meet the flag's */
+			p.flag = flag_mode && (p.op == 0 || p.op == 1);
 			p.size = sizes[s];
 			p.offset = (s * 13) % 61;
 			p.window = sizes[s] >= (4 << 20) ? 1 :
@@ -932,7 +993,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:F")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -973,13 +1034,16 @@ int main(int argc, char **argv)
 				die("-E VAR=VALUE, at most 8");
 			target_env[ntarget_env++] = optarg;
 			break;
+		case 'F':
+			flag_mode = 1;
+			break;
 		case 'L':
 			expect_rails = strtoul(optarg, NULL, 16);
 			if (!expect_rails)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :

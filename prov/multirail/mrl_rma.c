@@ -241,7 +241,10 @@ rail0:
 
 /*
  * Rail 0's address for dest and rail 0's key for key: what ops sent whole
- * on rail 0 (injects, atomics) use.  Domain locked.
+ * on rail 0 (injects, atomics) use.  Like a send, such an op may announce
+ * writes that completed on other rails (a flag, CQ data), so it first
+ * waits for them to land (mrl_fence.c): -FI_EAGAIN until then.
+ * Domain locked.
  */
 int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 		     fi_addr_t *addr, uint64_t *key0)
@@ -263,6 +266,12 @@ int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 	ret = resolve_keys(ep, peer, key, keys, NULL);
 	if (ret < 0)
 		return ret;
+	ret = mrl_fence_before_send(ep, peer);
+	if (ret) {
+		if (ret == -FI_EAGAIN)
+			mrl_ep_progress(ep);
+		return ret;
+	}
 	*addr = peer->core_addr[0];
 	*key0 = keys[0];
 	return 0;
