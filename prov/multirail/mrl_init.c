@@ -20,13 +20,8 @@
 
 #include "mrl.h"
 
-struct mrl_params mrl_params = {
-	.max_rails = MRL_MAX_RAILS,
-	.chunk_size = 256 * 1024,
-	.stripe_min = 64 * 1024,
-	.rail_depth = 64,
-	.rail_bytes = 2 * 1024 * 1024,
-};
+/* Set from mrl_param_defs at provider init: defaults, then the variables. */
+struct mrl_params mrl_params;
 
 static __thread int mrl_in_getinfo;
 
@@ -651,54 +646,55 @@ out:
 }
 
 /*
- * Every FI_MULTIRAIL_* variable, defined (for fi_info -e) and read from one
- * table.  value NULL: read elsewhere (mrl_hmem.c, which the libfabric-free
- * tools link too, reads the GPU ones with getenv).  Numbers below min are
- * refused with a warning and the default kept.
+ * Every FI_MULTIRAIL_* variable, defined (for fi_info -e), given its
+ * default and read from one table.  value NULL: read elsewhere (mrl_hmem.c,
+ * which the libfabric-free tools link too, reads the GPU ones with getenv).
+ * Numbers below min are refused with a warning and the default kept.
  */
 struct mrl_param_def {
 	const char *name;
 	enum fi_param_type type;
 	void *value;
+	long def;			/* numbers; strings default to none */
 	long min;
 	const char *help;
 };
 
 static const struct mrl_param_def mrl_param_defs[] = {
-	{ "rails", FI_PARAM_STRING, &mrl_params.rails, 0,
+	{ "rails", FI_PARAM_STRING, &mrl_params.rails, 0, 0,
 	  "Comma list of core domain names to use as rails, in order; a "
 	  "name may repeat (lo,lo,lo,lo: four rails on loopback), and "
 	  "lo@NIC places a rail where the topology has NIC. "
 	  "Default: every domain of the core except lo." },
-	{ "max_rails", FI_PARAM_INT, &mrl_params.max_rails, 1,
-	  "Most rails to use (default 32)." },
-	{ "core", FI_PARAM_STRING, &mrl_params.core, 0,
+	{ "max_rails", FI_PARAM_INT, &mrl_params.max_rails,
+	  MRL_MAX_RAILS, 1, "Most rails to use" },
+	{ "core", FI_PARAM_STRING, &mrl_params.core, 0, 0,
 	  "Core provider to stripe over when none is named by FI_PROVIDER "
 	  "or hints (e.g. \"tcp;ofi_rxm\", \"efa\")." },
-	{ "chunk_size", FI_PARAM_SIZE_T, &mrl_params.chunk_size, 4096,
-	  "Largest piece of a striped operation on one rail (default 262144, "
-	  "at least 4096)." },
-	{ "stripe_min", FI_PARAM_SIZE_T, &mrl_params.stripe_min, 0,
-	  "Operations smaller than this go whole on one rail "
-	  "(default 65536)." },
-	{ "rail_depth", FI_PARAM_INT, &mrl_params.rail_depth, 1,
-	  "Most chunks in flight on one rail (default 64)." },
-	{ "rail_bytes", FI_PARAM_SIZE_T, &mrl_params.rail_bytes, 1,
+	{ "chunk_size", FI_PARAM_SIZE_T, &mrl_params.chunk_size,
+	  256 * 1024, 4096,
+	  "Largest piece of a striped operation on one rail, at least 4096" },
+	{ "stripe_min", FI_PARAM_SIZE_T, &mrl_params.stripe_min,
+	  64 * 1024, 0, "Operations smaller than this go whole on one rail" },
+	{ "rail_depth", FI_PARAM_INT, &mrl_params.rail_depth,
+	  64, 1, "Most chunks in flight on one rail" },
+	{ "rail_bytes", FI_PARAM_SIZE_T, &mrl_params.rail_bytes,
+	  2 * 1024 * 1024, 1,
 	  "Most bytes in flight on one rail; the next chunk goes to the "
-	  "rail that drains first (default 2097152)." },
-	{ "policy", FI_PARAM_STRING, &mrl_params.policy, 0,
+	  "rail that drains first" },
+	{ "policy", FI_PARAM_STRING, &mrl_params.policy, 0, 0,
 	  "auto (small ops to the least busy rail, large ops split), split "
 	  "(every op over all rails) or roundrobin (whole ops rotate)." },
-	{ "topo_xml", FI_PARAM_STRING, &mrl_params.topo_xml, 0,
+	{ "topo_xml", FI_PARAM_STRING, &mrl_params.topo_xml, 0, 0,
 	  "hwloc XML topology to place rails, GPUs and NUMA nodes in, "
 	  "instead of this host's (testing without the hardware)." },
-	{ "rails_per_gpu", FI_PARAM_INT, &mrl_params.rails_per_gpu, 0,
-	  "Most rails for memory on one GPU (default 0: every rail of the "
-	  "closest class)." },
-	{ "gpu", FI_PARAM_INT, NULL, 0,
+	{ "rails_per_gpu", FI_PARAM_INT, &mrl_params.rails_per_gpu, 0, 0,
+	  "Most rails for memory on one GPU; 0: every rail of the closest "
+	  "class" },
+	{ "gpu", FI_PARAM_INT, NULL, 0, 0,
 	  "The GPU this process uses, for the order of fi_getinfo's "
 	  "entries (default: CUDA's current device, for FI_HMEM users)." },
-	{ "gpu_pci", FI_PARAM_STRING, NULL, 0,
+	{ "gpu_pci", FI_PARAM_STRING, NULL, 0, 0,
 	  "Comma list of GPU PCI bus ids replacing CUDA's devices "
 	  "(device i is the i-th; testing without GPUs)." },
 };
@@ -709,10 +705,17 @@ static void mrl_define_params(void)
 {
 	size_t i;
 
-	for (i = 0; i < MRL_NPARAMS; i++)
-		fi_param_define(&mrl_prov, mrl_param_defs[i].name,
-				mrl_param_defs[i].type, "%s",
-				mrl_param_defs[i].help);
+	/* numbers read here carry their default in the help */
+	for (i = 0; i < MRL_NPARAMS; i++) {
+		const struct mrl_param_def *d = &mrl_param_defs[i];
+
+		if (d->value && d->type != FI_PARAM_STRING)
+			fi_param_define(&mrl_prov, d->name, d->type,
+					"%s (default %ld).", d->help, d->def);
+		else
+			fi_param_define(&mrl_prov, d->name, d->type, "%s",
+					d->help);
+	}
 }
 
 static void too_small(const struct mrl_param_def *d, long long got)
@@ -757,13 +760,23 @@ static void read_param(const struct mrl_param_def *d)
 	}
 }
 
+static void set_default(const struct mrl_param_def *d)
+{
+	if (d->type == FI_PARAM_INT)
+		*(int *) d->value = (int) d->def;
+	else if (d->type == FI_PARAM_SIZE_T)
+		*(size_t *) d->value = (size_t) d->def;
+}
+
 static void mrl_read_params(void)
 {
 	size_t i;
 
 	for (i = 0; i < MRL_NPARAMS; i++) {
-		if (mrl_param_defs[i].value)
-			read_param(&mrl_param_defs[i]);
+		if (!mrl_param_defs[i].value)
+			continue;
+		set_default(&mrl_param_defs[i]);
+		read_param(&mrl_param_defs[i]);
 	}
 }
 
