@@ -49,6 +49,8 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_atomic.h>
 
+#include "util.h"
+
 #include "mrl.h"	/* struct mrl_addr_hdr, MRL_ADDR_*, MRL_MAX_RAILS */
 
 #define POISON		0xA5
@@ -72,25 +74,6 @@ static size_t namelen;
 static char ctx;
 static uint64_t rng;
 
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	printf("FAIL: ");
-	vprintf(fmt, ap);
-	printf("\n");
-	va_end(ap);
-	fflush(stdout);
-	exit(1);
-}
-
-#define CHK(call) do {							\
-	int _r = (int) (call);						\
-	if (_r)								\
-		die("%s: %d (%s)", #call, _r, fi_strerror(-_r));	\
-} while (0)
-
 /* A provider bug: the test fails. */
 static void known_bug(const char *what, const char *fmt, ...)
 {
@@ -102,14 +85,6 @@ static void known_bug(const char *what, const char *fmt, ...)
 	va_end(ap);
 	printf("\n");
 	exit(1);
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static uint64_t rnd(void)

@@ -26,6 +26,8 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include "util.h"
+
 #include "mrl_proto.h"
 #include "rdma/fi_ext_multirail.h"
 
@@ -45,32 +47,6 @@ struct side {
 
 static struct side mr_side, core_side;
 static struct fi_multirail_ep_ops *ops;
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	printf("FAIL: ");
-	vprintf(fmt, ap);
-	printf("\n");
-	va_end(ap);
-	exit(1);
-}
-
-#define CHK(call) do {							\
-	long _r = (long) (call);					\
-	if (_r)								\
-		die("%s: %ld (%s)", #call, _r, fi_strerror((int) -_r));	\
-} while (0)
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void open_side(struct side *s, const char *prov, const char *dom,
 		      uint64_t caps)

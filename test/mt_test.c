@@ -26,6 +26,8 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include "util.h"
+
 #define THREADS		4
 #define OPS		32		/* per thread */
 #define WINDOW		6		/* per thread */
@@ -52,32 +54,6 @@ static atomic_int data_seen[THREADS][OPS];
 static struct side sides[THREADS];
 static int nsides;
 static double deadline;
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	printf("FAIL: ");
-	vprintf(fmt, ap);
-	printf("\n");
-	va_end(ap);
-	exit(1);
-}
-
-#define CHK(call) do {							\
-	long _r = (long) (call);					\
-	if (_r)								\
-		die("%s: %ld (%s)", #call, _r, fi_strerror((int) -_r));	\
-} while (0)
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static size_t slot(int t, int i)
 {

@@ -1,0 +1,46 @@
+/*
+ * Helpers shared by the libfabric tests: die() prints "FAIL: ..." and
+ * exits 1, CHK() dies on a call that does not return 0, now() is a
+ * monotonic clock in seconds.
+ */
+#ifndef MRL_TEST_UTIL_H
+#define MRL_TEST_UTIL_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <rdma/fi_errno.h>
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
+						      noreturn, unused));
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	printf("FAIL: ");
+	vprintf(fmt, ap);
+	printf("\n");
+	va_end(ap);
+	fflush(stdout);
+	exit(1);
+}
+
+#define CHK(call) do {							\
+	long _r = (long) (call);					\
+	if (_r)								\
+		die("%s: %ld (%s)", #call, _r, fi_strerror((int) -_r));	\
+} while (0)
+
+static inline double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+#endif /* MRL_TEST_UTIL_H */
