@@ -4,7 +4,7 @@
 # warning, the receives re-posted, the channel still working after.
 export FI_PROVIDER_PATH="$(pwd)/.libs"
 unset FI_PROVIDER
-export FI_MULTIRAIL_RAILS=lo,lo FI_LOG_LEVEL=warn
+export FI_MULTIRAIL_RAILS=lo,lo FI_LOG_LEVEL=warn FI_MULTIRAIL_MAX_LEARNED_PEERS=4
 log=ctrl-test.log
 timeout 120 ./test/ctrl_test 2>"$log" || { tail -n 20 "$log"; exit 1; }
 for why in "another version of multirail's control protocol" \
@@ -16,3 +16,8 @@ for why in "another version of multirail's control protocol" \
 	fi
 	echo "ok warned: $why"
 done
+if ! grep -q "learned-peer table full (4" "$log"; then
+	echo "FAIL: no warning that the learned-peer table is full"
+	exit 1
+fi
+echo "ok warned: learned-peer table full"

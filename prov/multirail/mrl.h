@@ -77,6 +77,7 @@ struct mrl_params {
 	char *policy;
 	char *topo_xml;		/* hwloc XML instead of this host */
 	int rails_per_gpu;	/* 0: every rail of the closest class */
+	int max_learned;	/* peers known only from control messages */
 };
 extern struct mrl_params mrl_params;
 
@@ -292,6 +293,7 @@ struct mrl_av {
 	struct mrl_ep *ep;		/* bound endpoint, for handshakes */
 	int nbound;			/* endpoints bound: close is -FI_EBUSY */
 	bool hello_due;			/* a partial peer awaits its HELLO */
+	int nlearned;			/* peers not in the user's AV */
 };
 
 int mrl_av_open(struct fid_domain *domain, struct fi_av_attr *attr,

@@ -264,7 +264,11 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
 	return peer;
 }
 
-/* A peer from a control message: known, upgraded, or new and hidden. */
+/*
+ * A peer from a control message: known, upgraded, or new and hidden.  Any
+ * process that reaches rail 0 can claim any address, so hidden peers are
+ * bounded (FI_MULTIRAIL_MAX_LEARNED_PEERS).
+ */
 struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len)
 {
 	struct mrl_peer *peer;
@@ -274,8 +278,18 @@ struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len)
 		return NULL;
 	len = addr_len(addr);
 	peer = find_peer(av, addr);
-	if (!peer)
-		return new_peer(av, addr, len, &ret);
+	if (!peer) {
+		if (av->nlearned >= mrl_params.max_learned) {
+			MRL_WARN_ONCE(FI_LOG_AV, "learned-peer table full (%d, "
+				      "FI_MULTIRAIL_MAX_LEARNED_PEERS): control "
+				      "messages from peers not in the AV "
+				      "dropped\n", mrl_params.max_learned);
+			return NULL;
+		}
+		peer = new_peer(av, addr, len, &ret);
+		av->nlearned += !!peer;
+		return peer;
+	}
 	if (upgrade_peer(av, peer, addr, len))
 		MRL_WARN(FI_LOG_AV, "could not reach a peer's other rails\n");
 	return peer;
@@ -285,6 +299,7 @@ static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 {
 	size_t len = addr_len(addr);
 	struct mrl_peer *peer;
+	bool learned = false;
 	int ret;
 
 	peer = find_peer(av, addr);
@@ -292,6 +307,7 @@ static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 		ret = upgrade_peer(av, peer, addr, len);
 		if (ret)
 			return ret;
+		learned = !peer->visible;
 	} else {
 		peer = new_peer(av, addr, len, &ret);
 		if (!peer)
@@ -302,11 +318,12 @@ static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 	if (ret)
 		return ret;
 	if (!peer->visible) {
-		peer->visible = true;
-		peer->fi_addr = av->count;
-		ret = set_rev0(av, peer->core_addr[0], peer->fi_addr);
+		ret = set_rev0(av, peer->core_addr[0], av->count);
 		if (ret)
 			return ret;
+		peer->visible = true;
+		peer->fi_addr = av->count;
+		av->nlearned -= learned;	/* now the user's */
 	}
 	av->table[av->count] = peer;
 	*out = av->count++;

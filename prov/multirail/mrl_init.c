@@ -691,6 +691,11 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	{ "rails_per_gpu", FI_PARAM_INT, &mrl_params.rails_per_gpu, 0, 0,
 	  "Most rails for memory on one GPU; 0: every rail of the closest "
 	  "class" },
+	{ "max_learned_peers", FI_PARAM_INT, &mrl_params.max_learned,
+	  1024, 0,
+	  "Most peers an endpoint's AV learns from control messages alone "
+	  "(peers that were not inserted; about 11 KB each): beyond, their "
+	  "messages are dropped and ops to them stay on rail 0" },
 	{ "gpu", FI_PARAM_INT, NULL, 0, 0,
 	  "The GPU this process uses, for the order of fi_getinfo's "
 	  "entries (default: CUDA's current device, for FI_HMEM users)." },
