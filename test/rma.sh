@@ -1,6 +1,6 @@
 #!/bin/sh
 # Two processes over multirail on loopback rails (tcp;ofi_rxm): write, writev,
-# writedata and read with checked bytes, 1, 2 and 4 rails, striped and not,
+# writedata and read with checked bytes, 1, 2, 4 and 32 rails, striped and not,
 # the FI_MR_RAW key path, and atomics.
 set -e
 export FI_PROVIDER_PATH="$(pwd)/.libs"
@@ -23,6 +23,12 @@ FI_MULTIRAIL_RAILS=lo,lo run -R -o all -S 1048576 -W 4
 # alone, the other rails learned in a HELLO; every rail must still carry
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo FI_MULTIRAIL_STRIPE_MIN=2048 \
 	FI_MULTIRAIL_CHUNK_SIZE=4096 run -C -o all -S 1048576 -W 4 -A
+# the most rails there can be: 32, every op striped in 4 KiB chunks, every
+# rail must carry bytes
+rails32=lo; i=1
+while [ $i -lt 32 ]; do rails32=$rails32,lo; i=$((i + 1)); done
+FI_MULTIRAIL_RAILS=$rails32 FI_MULTIRAIL_STRIPE_MIN=2048 \
+	FI_MULTIRAIL_CHUNK_SIZE=4096 run -o all -S 1048576 -W 4 -A
 # atomics pass through on rail 0: sums, fetch-add, compare-swap, inject, read
 for rails in lo lo,lo,lo,lo; do
 	FI_MULTIRAIL_RAILS=$rails run -o atomic -S 4096 -W 16
