@@ -482,6 +482,7 @@ struct mrl_msg_req *mrl_msg_req_start(struct mrl_ep *ep, void *context,
 				      uint64_t flags, uint64_t kind, size_t len,
 				      uint64_t *core_flags);
 bool mrl_inject_fits(const struct mrl_ep *ep, size_t len);
+int mrl_fence_progress(struct mrl_ep *ep, struct mrl_peer *peer);
 ssize_t mrl_inject_posted(struct mrl_ep *ep, struct mrl_cntr *cntr,
 			  ssize_t ret);
 ssize_t mrl_msg_req_posted(struct mrl_ep *ep, struct mrl_msg_req *req,

@@ -118,20 +118,6 @@ static int core_addr(struct mrl_ep *ep, fi_addr_t addr, bool tx,
 }
 
 /*
- * A send waits for the user's writes still travelling on other rails to
- * the same peer (mrl_fence.c), so "write, complete, send" keeps its
- * meaning across rails.
- */
-static int fence(struct mrl_ep *ep, struct mrl_peer *peer)
-{
-	int ret = peer ? mrl_fence_before_send(ep, peer) : 0;
-
-	if (ret == -FI_EAGAIN)
-		mrl_ep_progress(ep);
-	return ret;
-}
-
-/*
  * A request for one op passed through whole on rail 0 (a message or an
  * atomic), completed by mrl_msg_complete: NULL, after progressing, when
  * none is free.  flags are the user's and the op's defaults, kind the
@@ -183,7 +169,7 @@ static ssize_t post(struct mrl_ep *ep, const struct msg_args *a)
 	if (!ret)
 		ret = core_addr(ep, a->addr, a->tx, &caddr, &peer);
 	if (!ret && a->tx)
-		ret = fence(ep, peer);
+		ret = mrl_fence_progress(ep, peer);
 	if (ret)
 		goto out;
 	req = mrl_msg_req_start(ep, a->context,
@@ -357,7 +343,7 @@ static ssize_t inject(struct fid_ep *ep_fid, const void *buf, size_t len,
 	ret = ep->enabled ? core_addr(ep, dest, true, &caddr, &peer) :
 	      -FI_EOPBADSTATE;
 	if (!ret)
-		ret = fence(ep, peer);
+		ret = mrl_fence_progress(ep, peer);
 	if (ret)
 		goto out;
 	switch (kind) {

@@ -217,3 +217,18 @@ ssize_t mrl_inject_posted(struct mrl_ep *ep, struct mrl_cntr *cntr,
 		mrl_ep_progress(ep);
 	return ret;
 }
+
+/*
+ * A send, or an op sent whole on rail 0, waits for the user's writes still
+ * travelling on other rails to the same peer (mrl_fence.c), so "write,
+ * complete, send" keeps its meaning across rails; while it waits, progress
+ * runs so that the caller's retry can pass.  Domain locked.
+ */
+int mrl_fence_progress(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	int ret = peer ? mrl_fence_before_send(ep, peer) : 0;
+
+	if (ret == -FI_EAGAIN)
+		mrl_ep_progress(ep);
+	return ret;
+}

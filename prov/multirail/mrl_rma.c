@@ -266,12 +266,9 @@ int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 	ret = resolve_keys(ep, peer, key, keys, NULL);
 	if (ret < 0)
 		return ret;
-	ret = mrl_fence_before_send(ep, peer);
-	if (ret) {
-		if (ret == -FI_EAGAIN)
-			mrl_ep_progress(ep);
+	ret = mrl_fence_progress(ep, peer);
+	if (ret)
 		return ret;
-	}
 	*addr = peer->core_addr[0];
 	*key0 = keys[0];
 	return 0;
