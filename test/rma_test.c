@@ -66,7 +66,9 @@ static char *buf;
 static size_t buf_size;
 static uint64_t peer_addr, peer_key;
 static const char *role = "?";
-static struct fi_multirail_ep_ops *mrl_ops;	/* NULL over a bare core */
+static struct fi_multirail_ep_ops *mrl_ops;
+/* writedata's CQ data: as wide as the domain carries (efa: 4 bytes) */
+static uint64_t data_mask = ~0ULL;	/* NULL over a bare core */
 
 static void die(const char *fmt, ...)
 {
@@ -183,6 +185,8 @@ static void setup(int raw)
 	if (raw && !(info->domain_attr->mr_mode & FI_MR_RAW))
 		die("FI_MR_RAW asked for and not given");
 
+	if (info->domain_attr->cq_data_size < 8)
+		data_mask = (1ULL << (8 * info->domain_attr->cq_data_size)) - 1;
 	CHK(fi_fabric(info->fabric_attr, &fabric, NULL));
 	CHK(fi_domain(fabric, info, &domain, NULL));
 	CHK(fi_av_open(domain, &av_attr, &av, NULL));
@@ -289,6 +293,12 @@ struct plan {
 	uint64_t seed;
 	int flag;	/* -F: the writes' "done" is an inject_writedata */
 };
+
+/* Seeds have bit 31 set: 4 bytes of CQ data use every byte. */
+static uint64_t cq_data(const struct plan *p, uint64_t i)
+{
+	return (p->seed + i) & data_mask;
+}
 
 #define FLAG_DATA	0xF1A6u	/* the CQ data of -F's flag */
 
@@ -458,7 +468,7 @@ static void initiator_case(const struct plan *p)
 			}
 			case 2:
 				r = fi_writedata(ep, local, p->size, desc,
-						 p->seed + i, peer, raddr,
+						 cq_data(p, i), peer, raddr,
 						 peer_key, &seen[i]);
 				break;
 			default:
@@ -706,7 +716,12 @@ static void target_writedata(const struct plan *p)
 		if (!(e.flags & FI_REMOTE_CQ_DATA))
 			die("CQ entry without FI_REMOTE_CQ_DATA");
 		{
-			uint64_t i = e.data - p->seed;
+			uint64_t i = (e.data - p->seed) & data_mask;
+
+			if (e.data != cq_data(p, i))
+				die("CQ data 0x%lx wider than cq_data_size %zu",
+				    (unsigned long) e.data,
+				    info->domain_attr->cq_data_size);
 			size_t bad;
 
 			if (i >= (uint64_t) p->window || seen[i])
@@ -872,7 +887,7 @@ static void rails_baseline(void)
 
 	if (!mrl_ops)
 		die("-L needs multirail");
-	p.seed = (uint64_t) rand() << 8;
+	p.seed = (uint64_t) rand() << 8 | 1ULL << 31;
 	initiator_case(&p);
 	core_ops(rail_base, NULL);
 }
@@ -915,7 +930,7 @@ static void run_initiator(const int *ops, int nops, size_t max_size,
 	if (want_atomics) {
 		p.op = OP_ATOMIC;
 		p.window = window;
-		p.seed = (uint64_t) rand() << 8;
+		p.seed = (uint64_t) rand() << 8 | 1ULL << 31;
 		atomic_case(&p);
 		printf("ok atomic: %d sums, fetch-add, cswap hit and miss, "
 		       "inject, read\n", window);
@@ -933,7 +948,7 @@ static void run_initiator(const int *ops, int nops, size_t max_size,
 			p.window = sizes[s] >= (4 << 20) ? 1 :
 				   sizes[s] >= (1 << 20) ? 4 : window;
 			for (it = 0; it < (p.op == 2 ? iters : 1); it++) {
-				p.seed = (uint64_t) rand() << 8;
+				p.seed = (uint64_t) rand() << 8 | 1ULL << 31;
 				t0 = now();
 				initiator_case(&p);
 			}

@@ -1,0 +1,56 @@
+#!/bin/sh
+# multirail over efa's profile: the test provider in test/efa/ is named
+# "efa" (efa's fabrics, domains rdmap<bus>s0-rdm, 4 bytes of CQ data,
+# 32-bit provider keys, FI_MR_LOCAL, 1 rma_iov, no ordering between or
+# within writes) and carries its emulated NICs over loopback.  Each case
+# runs under the mission's spelling, FI_PROVIDER="multirail;efa".
+set -e
+export FI_PROVIDER_PATH="$(pwd)/test/.libs:$(pwd)/.libs"
+unset FI_MULTIRAIL_RAILS FI_MULTIRAIL_POLICY FI_MULTIRAIL_GPU \
+	FI_MULTIRAIL_GPU_PCI FI_EFA_EMU_NICS MRL_TEST_PROV
+export FI_PROVIDER="multirail;efa"
+run() {
+	echo "== $*"
+	timeout 300 "$@"
+}
+rma() {
+	run ./test/rma_test "$@"
+}
+# efa alone: the test provider itself, writes placed second half first
+FI_PROVIDER=efa MRL_TEST_PROV=efa rma -o all -S 1048576 -W 8
+# the 4 NICs of GPU 0 (the default), striped; every rail must carry bytes
+rma -o all -S 16777216 -W 8 -A
+FI_MULTIRAIL_STRIPE_MIN=2048 FI_MULTIRAIL_CHUNK_SIZE=4096 \
+	rma -o all -S 1048576 -W 4 -A
+# writedata's CQ data after every byte, with writes that land out of order
+# (tcp's in-order connections hide a final chunk posted too early; this
+# catches it)
+FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm FI_MULTIRAIL_STRIPE_MIN=2048 \
+	FI_MULTIRAIL_CHUNK_SIZE=4096 rma -o writedata -S 1048576 -W 8
+# the other spelling
+(unset FI_PROVIDER; MRL_TEST_PROV="efa;multirail" rma -o all -S 4194304 -W 8)
+# a NIC that answers -FI_EAGAIN in bursts, completions that come late
+FI_EFA_EMU_EAGAIN_EVERY=7 FI_EFA_EMU_EAGAIN_BURST=3 FI_EFA_EMU_DELAY_US=300 \
+	FI_MULTIRAIL_STRIPE_MIN=2048 FI_MULTIRAIL_CHUNK_SIZE=4096 \
+	rma -o all -S 1048576 -W 8 -A
+# bad input, refused as over tcp
+FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm run ./test/badinput_test
+
+# Locality: NICs of GPU 0 (node 0) and of GPU 4 (node 1) in test/topo's
+# p5.xml; host memory on node 0 goes over GPU 0's four.
+fixtures=$(mktemp -d /tmp/mrl-efa-XXXXXX)
+trap 'rm -rf "$fixtures"' EXIT
+sh "${srcdir:-.}/test/topo/gen-fixtures.sh" "$fixtures" >/dev/null
+export FI_EFA_EMU_NICS=79=lo,80=lo,81=lo,82=lo,147=lo,148=lo,149=lo,150=lo
+export FI_MULTIRAIL_TOPO_XML=$fixtures/p5.xml
+FI_MULTIRAIL_STRIPE_MIN=2048 FI_MULTIRAIL_CHUNK_SIZE=4096 \
+	rma -o write -S 1048576 -W 4 -L 0f
+PCI=0000:53:00.0,0000:64:00.0,0000:75:00.0,0000:86:00.0
+PCI=$PCI,0000:97:00.0,0000:a8:00.0,0000:b9:00.0,0000:ca:00.0
+got=$(FI_MULTIRAIL_GPU=4 FI_MULTIRAIL_GPU_PCI=$PCI "${FI_INFO:-fi_info}" |
+      sed -n 's/^ *domain: //p' | head -1)
+want=rdmap147s0-rdm+rdmap148s0-rdm+rdmap149s0-rdm+rdmap150s0-rdm
+[ "$got" = "$want" ] ||
+	{ echo "FAIL: GPU 4: first domain '$got', expected '$want'"; exit 1; }
+echo "ok GPU 4: first domain $got"
+echo PASS

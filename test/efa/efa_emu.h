@@ -1,0 +1,181 @@
+/*
+ * efa_emu: a test-only libfabric provider named "efa", for machines without
+ * EFA.  It forwards to tcp (tcp;ofi_rxm on 1.x) and presents what efa
+ * presents and enforces what efa enforces (docs/efa.md has the table):
+ * fabrics "efa-direct" (first) and "efa", one domain rdmap<bus>s0-rdm per
+ * emulated NIC, 4 bytes of CQ data, 32-bit provider keys, FI_MR_LOCAL,
+ * FI_CONTEXT2 on efa-direct, one rma_iov, no RMA inject on efa-direct, no
+ * ordering between writes nor within one.  Never installed: make check
+ * builds it and tests point FI_PROVIDER_PATH at it.
+ */
+#ifndef EFA_EMU_H
+#define EFA_EMU_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#define EMU_FABRIC_DIRECT	"efa-direct"
+#define EMU_FABRIC_RDM		"efa"
+#define EMU_MAX_NICS		32
+#define EMU_CQ_DATA_SIZE	4	/* efa_cq.h: EFA_CQ_DATA_SIZE */
+#define EMU_KEY_SIZE		4	/* the ibv rkey */
+#define EMU_RDM_IOV_LIMIT	4	/* EFA_RDM_IOV_LIMIT */
+#define EMU_DIRECT_IOV_LIMIT	2	/* a device's max_sq_sge */
+#define EMU_DIRECT_RMA_SGE	1	/* EFA_IO_TX_DESC_NUM_RDMA_BUFS */
+#define EMU_DIRECT_INLINE	32	/* a device's inline_buf_size (MSG) */
+#define EMU_MR_MAGIC		0x6566616d72ULL	/* "efamr" */
+
+/* libfabric's OFI_GETINFO_HIDDEN: reach tcp while FI_PROVIDER hides it. */
+#define EMU_GETINFO_HIDDEN	(1ULL << 60)
+
+extern struct fi_provider emu_prov;
+
+#define EMU_WARN(subsys, ...)	FI_WARN(&emu_prov, subsys, __VA_ARGS__)
+#define EMU_INFO(subsys, ...)	FI_INFO(&emu_prov, subsys, __VA_ARGS__)
+
+struct emu_nic {
+	char domain[32];		/* rdmap<bus>s0-rdm */
+	char core_domain[64];		/* lo, or a testbed veth */
+};
+
+struct emu_knobs {
+	char *nics;			/* "79=lo,80=lo,..." */
+	char *core;
+	size_t max_rma;
+	int reorder_us;			/* writes held up to this long */
+	char *fail_nic;			/* bus of the NIC that fails */
+	int fail_after;			/* its tx ops that succeed first */
+	int eagain_every;		/* every Nth post starts a burst */
+	int eagain_burst;		/* of this many -FI_EAGAIN */
+	int delay_us;			/* completions held this long */
+};
+
+extern struct emu_knobs emu_knobs;
+extern struct emu_nic emu_nics[EMU_MAX_NICS];
+extern int emu_nnics;
+
+struct emu_fabric {
+	struct fid_fabric fabric_fid;
+	bool direct;
+};
+
+struct emu_domain {
+	struct fid_domain domain_fid;
+	bool direct;
+	const struct emu_nic *nic;
+	bool failing;			/* the fault knobs name this NIC */
+	uint64_t tx_ops;		/* for fail_after */
+	struct fi_info *core_info;
+	struct fid_fabric *core_fabric;
+	struct fid_domain *core_domain;
+	uint64_t mr_local;		/* FI_MR_LOCAL was granted */
+	pthread_mutex_t lock;
+	uint64_t rng;
+};
+
+struct emu_mr {
+	struct fid_mr mr_fid;
+	uint64_t magic;
+	struct emu_domain *domain;
+	struct fid_mr *core;
+	const char *buf;
+	size_t len;
+};
+
+struct emu_comp {
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src;
+	int err, prov_errno;
+	uint64_t ready_ns;
+	struct emu_comp *next;
+};
+
+#define EMU_EPS_PER_CQ	64
+
+struct emu_cq {
+	struct fid_cq cq_fid;
+	struct emu_domain *domain;
+	struct fid_cq *core;
+	enum fi_cq_format format;
+	struct emu_comp *head, **tail;	/* ready in order, errors too */
+	struct emu_ep *eps[EMU_EPS_PER_CQ];
+	int neps;
+};
+
+/* One user operation: may be several core operations (halves). */
+struct emu_req {
+	struct fi_context2 core_ctx;	/* what the core holds: first */
+	struct emu_ep *ep;
+	struct emu_cq *cq;		/* NULL: no completion wanted */
+	void *context;
+	uint64_t flags;			/* completion flags */
+	size_t len;
+	int pending;			/* core operations outstanding */
+	int err, prov_errno;
+};
+
+/* A posted RMA held back to be placed after a later one (no ordering). */
+struct emu_rma {
+	bool write;
+	struct iovec iov[EMU_RDM_IOV_LIMIT];
+	void *desc[EMU_RDM_IOV_LIMIT];
+	size_t count;
+	struct fi_rma_iov rma;
+	fi_addr_t addr;
+	uint64_t data;
+	uint64_t flags;
+	struct emu_req *req;
+	uint64_t due_ns;		/* held until */
+	struct emu_rma *next;
+};
+
+struct emu_ep {
+	struct fid_ep ep_fid;
+	struct emu_domain *domain;
+	struct fid_ep *core;
+	struct emu_cq *tx_cq, *rx_cq;
+	bool tx_selective, rx_selective;
+	uint64_t caps;
+	uint64_t posts;			/* for the EAGAIN bursts */
+	int eagain_left;
+	struct emu_rma *held, **held_tail;	/* placed later, in order */
+};
+
+int emu_getinfo(uint32_t version, const char *node, const char *service,
+		uint64_t flags, const struct fi_info *hints,
+		struct fi_info **info);
+int emu_core_info(uint32_t version, const struct emu_nic *nic,
+		  const struct fi_info *ours, struct fi_info **core);
+int emu_domain_open(struct fid_fabric *fabric, struct fi_info *info,
+		    struct fid_domain **domain, void *context);
+int emu_ep_open(struct fid_domain *domain, struct fi_info *info,
+		struct fid_ep **ep, void *context);
+int emu_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
+		struct fid_cq **cq, void *context);
+void emu_cq_push(struct emu_cq *cq, struct emu_comp *c);
+void emu_req_done(struct emu_req *req, const struct fi_cq_tagged_entry *e,
+		  fi_addr_t src);
+void emu_ep_flush(struct emu_ep *ep);
+struct emu_mr *emu_mr_of(struct emu_domain *dom, void *desc);
+uint64_t emu_now_ns(void);
+uint64_t emu_random(struct emu_domain *dom);
+int emu_nosys(void);
+
+#define emu_container_of(p, type, member) \
+	((type *) ((char *) (p) - offsetof(type, member)))
+
+#endif /* EFA_EMU_H */
