@@ -591,6 +591,7 @@ static inline void mrl_domain_release(struct mrl_domain *d)
 }
 
 int mrl_fid_nosys(void);
+ssize_t mrl_ssize_nosys(void);
 size_t mrl_iov_len(const struct iovec *iov, size_t count);
 
 #endif /* MRL_H */

@@ -390,8 +390,8 @@ static struct fi_ops_ep mrl_ep_base_ops = {
 	.setopt = mrl_ep_setopt,
 	.tx_ctx = (void *) mrl_fid_nosys,
 	.rx_ctx = (void *) mrl_fid_nosys,
-	.rx_size_left = (void *) mrl_fid_nosys,
-	.tx_size_left = (void *) mrl_fid_nosys,
+	.rx_size_left = (void *) mrl_ssize_nosys,
+	.tx_size_left = (void *) mrl_ssize_nosys,
 };
 
 /* ---- open / close ---------------------------------------------------------- */
