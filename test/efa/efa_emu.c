@@ -248,7 +248,8 @@ static void set_attrs(struct fi_info *fi, bool direct, const char *domain,
 	fi->fabric_attr->prov_version = emu_prov.version;
 	fi_freeinfo(fi->next);
 	fi->next = NULL;
-	free(fi->nic);	/* a core fid_nic would outlive nothing useful */
+	if (fi->nic)	/* tcp's NIC is not the emulated one */
+		fi_close(&fi->nic->fid);
 	fi->nic = NULL;
 }
 
@@ -639,7 +640,7 @@ int emu_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->mr_local = info->domain_attr->mr_mode & FI_MR_LOCAL;
 	dom->rng = (uint64_t) getpid() * 0x9E3779B97F4A7C15ull ^ emu_now_ns();
 	pthread_mutex_init(&dom->lock, NULL);
-	ret = emu_core_info(FI_VERSION(1, 17), nic, info, &dom->core_info);
+	ret = emu_core_info(fabric->api_version, nic, info, &dom->core_info);
 	if (ret)
 		goto err;
 	ret = fi_fabric(dom->core_info->fabric_attr, &dom->core_fabric, NULL);

@@ -139,6 +139,7 @@ struct emu_rma {
 	uint64_t data;
 	uint64_t flags;
 	struct emu_req *req;
+	bool tail_posted;		/* its second half is in flight */
 	uint64_t due_ns;		/* held until */
 	struct emu_rma *next;
 };

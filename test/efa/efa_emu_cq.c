@@ -18,6 +18,15 @@ void emu_cq_push(struct emu_cq *cq, struct emu_comp *c)
 	cq->tail = &c->next;
 }
 
+static struct emu_comp *new_comp(fi_addr_t src)
+{
+	struct emu_comp *c = calloc(1, sizeof(*c));
+
+	if (c)
+		c->src = src;
+	return c;
+}
+
 /* One core operation of req finished; the last one completes the user's. */
 void emu_req_done(struct emu_req *req, const struct fi_cq_tagged_entry *e,
 		  fi_addr_t src)
@@ -26,13 +35,12 @@ void emu_req_done(struct emu_req *req, const struct fi_cq_tagged_entry *e,
 
 	if (--req->pending > 0)
 		return;
-	if (req->cq && (c = calloc(1, sizeof(*c)))) {
+	if (req->cq && (c = new_comp(src))) {
 		c->e.op_context = req->context;
 		c->e.flags = req->flags;
 		c->e.len = req->len;
 		c->err = req->err;
 		c->prov_errno = req->prov_errno;
-		c->src = src;
 		if (e && (req->flags & FI_RECV)) {
 			c->e.flags = e->flags;
 			c->e.len = e->len;
@@ -55,12 +63,11 @@ static void core_entry(struct emu_cq *cq, const struct fi_cq_tagged_entry *e,
 		return;
 	}
 	/* No context: a peer's write with CQ data (only 32 bits travel). */
-	c = calloc(1, sizeof(*c));
+	c = new_comp(src);
 	if (!c)
 		return;
 	c->e = *e;
 	c->e.data &= 0xffffffffu;
-	c->src = src;
 	emu_cq_push(cq, c);
 }
 
@@ -81,7 +88,7 @@ static void core_error(struct emu_cq *cq)
 		emu_req_done(req, NULL, FI_ADDR_NOTAVAIL);
 		return;
 	}
-	c = calloc(1, sizeof(*c));
+	c = new_comp(FI_ADDR_NOTAVAIL);
 	if (!c)
 		return;
 	c->e.flags = err.flags;

@@ -12,8 +12,6 @@
 
 #include "efa_emu.h"
 
-#define EMU_RETRY_NS	(5ull * 1000000000ull)
-
 /* efa.h: struct efa_context, written into the FI_CONTEXT2 area lent. */
 struct emu_context {
 	uint64_t completion_flags;
@@ -498,44 +496,12 @@ static ssize_t post_part(struct emu_rma *r, size_t off, size_t len,
 	return fi_writemsg(ep->core, &m, flags);
 }
 
-/* Retries the core while it is full, draining its completions meanwhile. */
-static ssize_t post_part_retry(struct emu_rma *r, size_t off, size_t len,
-			       bool with_data)
-{
-	uint64_t end = emu_now_ns() + EMU_RETRY_NS;
-	struct emu_ep *ep = r->req->ep;
-	ssize_t ret;
-
-	while ((ret = post_part(r, off, len, with_data)) == -FI_EAGAIN &&
-	       emu_now_ns() < end) {
-		struct fi_cq_tagged_entry e;
-		fi_addr_t src;
-		ssize_t n = fi_cq_readfrom(ep->tx_cq->core, &e, 1, &src);
-
-		if (n == 1) {
-			if (e.op_context)
-				emu_req_done(e.op_context, &e, src);
-			else
-				ret = -FI_EAGAIN;	/* see below */
-			if (!e.op_context) {
-				struct emu_comp *c = calloc(1, sizeof(*c));
-
-				if (c) {
-					c->e = e;
-					c->e.data &= 0xffffffffu;
-					c->src = src;
-					emu_cq_push(ep->tx_cq, c);
-				}
-			}
-		}
-	}
-	return ret;
-}
-
 /*
- * The second half first, then the first half, which alone carries the CQ
- * data: a writedata's data reaches the target after all its bytes (the
- * halves travel one tcp connection), as a write-with-immediate's does.
+ * Posts what of r the core does not have yet: the second half first, then
+ * the first half, which alone carries the CQ data, so a writedata's data
+ * reaches the target after all its bytes (the halves travel one tcp
+ * connection), as a write-with-immediate's does.  Once the second half is
+ * in flight, r must be posted again until its first half goes.
  */
 static ssize_t post_rma(struct emu_rma *r)
 {
@@ -545,16 +511,44 @@ static ssize_t post_rma(struct emu_rma *r)
 
 	if (!emu_knobs.reorder_us || len < 2)
 		return post_part(r, 0, len, data);
-	r->req->pending = 2;
-	ret = post_part(r, mid, len - mid, false);
-	if (ret) {
-		r->req->pending = 1;
-		return ret;
+	if (!r->tail_posted) {
+		ret = post_part(r, mid, len - mid, false);
+		if (ret)
+			return ret;
+		r->tail_posted = true;
+		r->req->pending = 2;
 	}
-	ret = post_part_retry(r, 0, mid, data);
-	if (ret) {
-		EMU_WARN(FI_LOG_EP_DATA, "first half not posted: %s\n",
-			 fi_strerror((int) -ret));
+	return post_part(r, 0, mid, data);
+}
+
+static void queue_rma(struct emu_ep *ep, const struct emu_rma *r,
+		      uint64_t due_ns)
+{
+	struct emu_rma *copy = malloc(sizeof(*copy));
+
+	if (!copy) {	/* its second half may be in flight: fail the rest */
+		r->req->err = FI_ENOMEM;
+		emu_req_done(r->req, NULL, FI_ADDR_NOTAVAIL);
+		return;
+	}
+	*copy = *r;
+	copy->due_ns = due_ns;
+	copy->next = NULL;
+	*ep->held_tail = copy;
+	ep->held_tail = &copy->next;
+}
+
+/*
+ * After post_rma: 0 when the op is posted, queued or failed with an error
+ * completion; an error for the caller only when nothing of it went out.
+ */
+static ssize_t posted(struct emu_ep *ep, struct emu_rma *r, ssize_t ret)
+{
+	if (!ret || !r->tail_posted)
+		return ret;
+	if (ret == -FI_EAGAIN) {
+		queue_rma(ep, r, 0);
+	} else {
 		r->req->err = FI_EIO;
 		emu_req_done(r->req, NULL, FI_ADDR_NOTAVAIL);
 	}
@@ -586,18 +580,9 @@ void emu_ep_flush(struct emu_ep *ep)
 /* Every other RMA (at random) waits, so that later ones may land first. */
 static bool hold(struct emu_ep *ep, const struct emu_rma *r)
 {
-	struct emu_rma *copy;
-
 	if (!emu_knobs.reorder_us || !(emu_random(ep->domain) & 1))
 		return false;
-	copy = malloc(sizeof(*copy));
-	if (!copy)
-		return false;
-	*copy = *r;
-	copy->due_ns = emu_now_ns() + (uint64_t) emu_knobs.reorder_us * 1000;
-	copy->next = NULL;
-	*ep->held_tail = copy;
-	ep->held_tail = &copy->next;
+	queue_rma(ep, r, emu_now_ns() + (uint64_t) emu_knobs.reorder_us * 1000);
 	return true;
 }
 
@@ -671,7 +656,7 @@ static ssize_t post_rma_msg(struct emu_ep *ep, bool write,
 	}
 	if (hold(ep, &r))
 		return 0;
-	ret = post_rma(&r);
+	ret = posted(ep, &r, post_rma(&r));
 	if (ret)
 		free(r.req);
 	return ret;
@@ -819,6 +804,16 @@ static struct fi_ops_rma rma_ops = {
 
 /* ---- endpoint object ------------------------------------------------------------------ */
 
+static bool cq_has(const struct emu_cq *cq, const struct emu_ep *ep)
+{
+	int i;
+
+	for (i = 0; i < cq->neps; i++)
+		if (cq->eps[i] == ep)
+			return true;
+	return false;
+}
+
 static void cq_forget(struct emu_cq *cq, struct emu_ep *ep)
 {
 	int i;
@@ -872,8 +867,10 @@ static int bind_cq(struct emu_ep *ep, struct emu_cq *cq, uint64_t flags)
 		ep->rx_cq = cq;
 		ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
 	}
+	/* once, though bound for transmit and receive apart: close forgets once */
 	pthread_mutex_lock(&ep->domain->lock);
-	cq->eps[cq->neps++] = ep;
+	if (!cq_has(cq, ep))
+		cq->eps[cq->neps++] = ep;
 	pthread_mutex_unlock(&ep->domain->lock);
 	return 0;
 }
