@@ -18,6 +18,18 @@ rma() {
 }
 # efa alone: the test provider itself, writes placed second half first
 FI_PROVIDER=efa MRL_TEST_PROV=efa rma -o all -S 1048576 -W 8
+fixtures=$(mktemp -d /tmp/mrl-efa-XXXXXX)
+trap 'rm -rf "$fixtures"' EXIT
+sh "${srcdir:-.}/test/topo/gen-fixtures.sh" "$fixtures" >/dev/null
+# multirail over each of efa's fabrics: efa-direct (no tagged messages:
+# control on an endpoint of its own; one local iov per RMA; no RMA inject)
+# and efa
+for fabric in efa-direct efa; do
+export FI_MULTIRAIL_CORE_FABRIC=$fabric
+echo "=== over $fabric"
+got=$("${FI_INFO:-fi_info}" | sed -n 's/^ *fabric: //p' | sort -u)
+[ "$got" = "multirail/efa/$fabric" ] ||
+	{ echo "FAIL: fabric '$got', expected multirail/efa/$fabric"; exit 1; }
 # the 4 NICs of GPU 0 (the default), striped; every rail must carry bytes
 rma -o all -S 16777216 -W 8 -A
 FI_MULTIRAIL_STRIPE_MIN=2048 FI_MULTIRAIL_CHUNK_SIZE=4096 \
@@ -38,9 +50,7 @@ FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm run ./test/badinput_test
 
 # Locality: NICs of GPU 0 (node 0) and of GPU 4 (node 1) in test/topo's
 # p5.xml; host memory on node 0 goes over GPU 0's four.
-fixtures=$(mktemp -d /tmp/mrl-efa-XXXXXX)
-trap 'rm -rf "$fixtures"' EXIT
-sh "${srcdir:-.}/test/topo/gen-fixtures.sh" "$fixtures" >/dev/null
+(
 export FI_EFA_EMU_NICS=79=lo,80=lo,81=lo,82=lo,147=lo,148=lo,149=lo,150=lo
 export FI_MULTIRAIL_TOPO_XML=$fixtures/p5.xml
 FI_MULTIRAIL_STRIPE_MIN=2048 FI_MULTIRAIL_CHUNK_SIZE=4096 \
@@ -53,4 +63,6 @@ want=rdmap147s0-rdm+rdmap148s0-rdm+rdmap149s0-rdm+rdmap150s0-rdm
 [ "$got" = "$want" ] ||
 	{ echo "FAIL: GPU 4: first domain '$got', expected '$want'"; exit 1; }
 echo "ok GPU 4: first domain $got"
+)
+done
 echo PASS

@@ -6,7 +6,9 @@
  * every byte afterwards, and for writedata checks, at the moment it reads
  * each CQ entry, that the whole op's bytes are already there.
  *
- *   rma_test [-o write|writev|writedata|read|all] [-S max_size] [-W window]
+ *   rma_test [-o write|writev|writedata|read|injectdata|all] [-S max_size]
+ *            [-W window] (injectdata: fi_inject_writedata of the sizes up to
+ *            inject_size, the source poisoned once it returns)
  *            [-R] (ask for FI_MR_RAW) [-n iterations of the writedata check]
  *            [-A] (every rail must have carried RMA bytes by the end)
  *            [-N ns_init,ns_target] (each side enters that network
@@ -59,6 +61,7 @@ static struct fid_cq *cq;
 static struct fid_mr *mr, *cmr;
 static char cbuf[64];
 static char rctx, sctx;
+static int rctx_done;	/* the sync message came with the CQ data */
 static struct fi_info *info;
 static fi_addr_t peer;
 static int sock;
@@ -303,8 +306,9 @@ static uint64_t cq_data(const struct plan *p, uint64_t i)
 #define FLAG_DATA	0xF1A6u	/* the CQ data of -F's flag */
 
 static const char *op_name[] = { "write", "writev", "writedata", "read",
-				  "atomic" };
+				  "atomic", "injectdata" };
 #define OP_ATOMIC	4
+#define OP_INJECT	5	/* fi_inject_writedata of inject_size or less */
 #define ATOMIC_N	8	/* uint64 elements the atomics work on */
 
 static size_t slot(const struct plan *p)
@@ -333,11 +337,13 @@ static uint64_t core_ops(uint64_t *rail_bytes, int *nrails)
 
 /*
  * No op may turn into more core ops than 4 KiB chunks plus its held-back
- * final chunk: this caught chunks of one byte.
+ * final chunk, and one more per iov (a core whose RMA takes one local iov
+ * cuts chunks where iovs end): this caught chunks of one byte.
  */
 static void check_core_ops(const struct plan *p, uint64_t before)
 {
-	uint64_t max = (uint64_t) p->window * (p->size / 4096 + 2);
+	uint64_t max = (uint64_t) p->window *
+		       (p->size / 4096 + 2 + (p->op == 1 ? 3 : 0));
 	uint64_t ops;
 
 	if (!mrl_ops)
@@ -423,7 +429,9 @@ static void target_wait_done(const struct plan *p)
 
 	if (p->flag && p->op != 3)
 		target_wait_flag(p);
-	wait_ctx(&rctx, 0);
+	if (!rctx_done)
+		wait_ctx(&rctx, 0);
+	rctx_done = 0;
 	wait_oob_progressing();
 	if (xrecv(&msg, 1) != 1 || msg != 'd')
 		die("expected 'd'");
@@ -456,13 +464,18 @@ static void initiator_case(const struct plan *p)
 					     raddr, peer_key, &seen[i]);
 				break;
 			case 1: {
-				size_t h = p->size / 3;
+				/* three iovs, or as many as the provider takes */
+				size_t n = info->tx_attr->iov_limit < 3 ?
+					   info->tx_attr->iov_limit : 3;
+				size_t h = p->size / n;
 				struct iovec iov[3] = {
 					{ local, h }, { local + h, h },
 					{ local + 2 * h, p->size - 2 * h } };
 				void *d[3] = { desc, desc, desc };
 
-				r = fi_writev(ep, iov, d, 3, peer, raddr,
+				if (n == 2)
+					iov[1].iov_len = p->size - h;
+				r = fi_writev(ep, iov, d, n, peer, raddr,
 					      peer_key, &seen[i]);
 				break;
 			}
@@ -470,6 +483,14 @@ static void initiator_case(const struct plan *p)
 				r = fi_writedata(ep, local, p->size, desc,
 						 cq_data(p, i), peer, raddr,
 						 peer_key, &seen[i]);
+				break;
+			case OP_INJECT:
+				r = fi_inject_writedata(ep, local, p->size,
+							cq_data(p, i), peer,
+							raddr, peer_key);
+				/* the buffer is ours again: prove it */
+				if (!r)
+					memset(local, POISON, p->size);
 				break;
 			default:
 				r = fi_read(ep, local, p->size, desc, peer,
@@ -486,7 +507,10 @@ static void initiator_case(const struct plan *p)
 		if (r)
 			die("%s post: %zd", op_name[p->op], r);
 	}
-	wait_comps(p->window, seen, FI_RMA | (p->op == 3 ? FI_READ : FI_WRITE));
+	/* an inject has no completion: the target checks its CQ data */
+	if (p->op != OP_INJECT)
+		wait_comps(p->window, seen,
+			   FI_RMA | (p->op == 3 ? FI_READ : FI_WRITE));
 	check_core_ops(p, ops_before);
 	if (p->op == 3) {
 		for (i = 0; i < p->window; i++) {
@@ -713,8 +737,16 @@ static void target_writedata(const struct plan *p)
 		}
 		if (r != 1)
 			die("target fi_cq_read %zd", r);
+		/* nothing orders an inject before the send that follows it
+		 * (efa-direct: msg_order SAS only) */
+		if (p->op == OP_INJECT && e.op_context == &rctx && !rctx_done) {
+			rctx_done = 1;
+			continue;
+		}
 		if (!(e.flags & FI_REMOTE_CQ_DATA))
-			die("CQ entry without FI_REMOTE_CQ_DATA");
+			die("CQ entry without FI_REMOTE_CQ_DATA (flags 0x%lx, "
+			    "context %p)", (unsigned long) e.flags,
+			    e.op_context);
 		{
 			uint64_t i = (e.data - p->seed) & data_mask;
 
@@ -771,7 +803,7 @@ static void target_case(const struct plan *p)
 		memset(buf, POISON, span + SLACK);
 	}
 	target_ready();
-	if (p->op == 2)
+	if (p->op == 2 || p->op == OP_INJECT)
 		target_writedata(p);
 	target_wait_done(p);
 	if (p->op != 3)
@@ -834,7 +866,9 @@ static void run_target(void)
 
 /*
  * The rails we sent RAIL_UP on (once each, to our one peer); every rail
- * past 0 that carried RMA bytes must be one of them.
+ * past 0 that carried RMA bytes must be one of them.  A core without
+ * tagged messages (efa-direct) carries control on an endpoint of its own
+ * and has no connections to bring up: no RAIL_UP at all.
  */
 static uint64_t rails_up_sent(void)
 {
@@ -842,7 +876,7 @@ static uint64_t rails_up_sent(void)
 	uint64_t mask = 0;
 	int r, n;
 
-	if (!mrl_ops)
+	if (!mrl_ops || strstr(info->fabric_attr->name, "/efa-direct"))
 		return 0;
 	n = mrl_ops->rail_count(ep);
 	for (r = 1; r < n; r++) {
@@ -938,7 +972,9 @@ static void run_initiator(const int *ops, int nops, size_t max_size,
 	}
 	for (o = 0; o < nops; o++) {
 		for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-			if (sizes[s] > max_size)
+			if (sizes[s] > max_size ||
+			    (ops[o] == OP_INJECT &&
+			     sizes[s] > info->tx_attr->inject_size))
 				break;
 			p.op = ops[o];
 			/* writedata's own CQ data would meet the flag's */
@@ -1001,7 +1037,8 @@ static void teardown(void)
 
 int main(int argc, char **argv)
 {
-	int ops[4] = { 0, 1, 2, 3 }, nops = 4, window = 16, raw = 0, c;
+	int ops[5] = { 0, 1, 2, 3, OP_INJECT }, nops = 5, window = 16, raw = 0;
+	int c;
 	int iters = 1, sv[2], status, all_rails = 0;
 	char *netns = NULL, *target_env[8];
 	int ntarget_env = 0;
@@ -1015,9 +1052,10 @@ int main(int argc, char **argv)
 			ops[0] = !strcmp(optarg, "write") ? 0 :
 				 !strcmp(optarg, "writev") ? 1 :
 				 !strcmp(optarg, "writedata") ? 2 :
-				 !strcmp(optarg, "read") ? 3 : -1;
+				 !strcmp(optarg, "read") ? 3 :
+				 !strcmp(optarg, "injectdata") ? OP_INJECT : -1;
 			if (!strcmp(optarg, "all"))
-				nops = 4, ops[0] = 0;
+				nops = 5, ops[0] = 0;
 			else if (!strcmp(optarg, "atomic"))
 				want_atomics = 1, ops[0] = 0;
 			else if (ops[0] < 0)

@@ -36,7 +36,21 @@ struct fake {
 	size_t max_chunk_seen;
 	int rail_chunks[MRL_MAX_RAILS];
 	int final_posted_with_body_inflight;
+	int spans_iovs;			/* one_iov chunks across two iovs */
 };
+
+/* Does [off, off + len) lie within one of the op's iovs? */
+static int within_one_iov(const struct mrl_op *op, size_t off, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < op->iov_count; i++) {
+		if (off < op->iov[i].iov_len)
+			return off + len <= op->iov[i].iov_len;
+		off -= op->iov[i].iov_len;
+	}
+	return len == 0;
+}
 
 static int fake_post(void *owner, struct mrl_chunk *c)
 {
@@ -57,6 +71,8 @@ static int fake_post(void *owner, struct mrl_chunk *c)
 		f->covered[c->offset + i]++;
 	if (c->len > f->max_chunk_seen)
 		f->max_chunk_seen = c->len;
+	if (c->op->one_iov && !within_one_iov(c->op, c->offset, c->len))
+		f->spans_iovs++;
 	f->rail_chunks[c->rail]++;
 	f->posted[f->nposted++] = c;
 	return 0;
@@ -210,6 +226,52 @@ static void test_final_chunk_last(void)
 	mrl_engine_fini(&eng);
 }
 
+/* A core whose RMA takes one local iov: chunks end where iovs end. */
+static void test_one_iov(void)
+{
+	size_t lens[] = { 3000, 0, 100000, 50 }, len = 103050;
+	struct mrl_engine eng;
+	struct mrl_op op;
+	struct fake f;
+	int i, finals = 0;
+
+	setup(&eng, &f, 2, 16, 64 << 20);
+	f.covered = calloc(1, len);
+	init_op(&op, len, FI_REMOTE_CQ_DATA);
+	op.one_iov = true;
+	op.iov_count = 4;
+	for (i = 0; i < 4; i++)
+		op.iov[i].iov_len = lens[i];
+	mrl_op_prepare(&eng, &op, 0x3, 65536);
+	mrl_engine_submit(&eng, &op);
+	drain(&eng, &f, 9);
+	check_coverage(&f, len);
+	CHECK(!f.spans_iovs, "%d chunks across iovs", f.spans_iovs);
+	CHECK(f.final_posted_with_body_inflight == 0, "final before body");
+	CHECK(f.done_calls == 1, "done %d", f.done_calls);
+
+	/* two iovs smaller than a chunk: two chunks, the data on the last */
+	free(f.covered);
+	memset(&f, 0, sizeof(f));
+	f.covered = calloc(1, 200);
+	init_op(&op, 200, FI_REMOTE_CQ_DATA);
+	op.one_iov = true;
+	op.iov_count = 2;
+	op.iov[0].iov_len = op.iov[1].iov_len = 100;
+	mrl_op_prepare(&eng, &op, 0x3, 65536);
+	mrl_engine_submit(&eng, &op);
+	for (i = 0; i < f.nposted; i++)
+		finals += f.posted[i]->final;
+	CHECK(f.nposted == 1 && !finals, "%d posted, %d final, before the "
+	      "first completed", f.nposted, finals);
+	drain(&eng, &f, 10);
+	check_coverage(&f, 200);
+	CHECK(!f.spans_iovs, "%d chunks across iovs", f.spans_iovs);
+	CHECK(f.done_calls == 1, "done %d", f.done_calls);
+	free(f.covered);
+	mrl_engine_fini(&eng);
+}
+
 static void test_error_propagation(void)
 {
 	struct mrl_engine eng;
@@ -351,6 +413,7 @@ int main(void)
 	test_chunking();
 	test_exactly_once_many_ops();
 	test_final_chunk_last();
+	test_one_iov();
 	test_error_propagation();
 	test_eagain_queueing();
 	test_adaptive();

@@ -70,6 +70,7 @@ struct mrl_params {
 	char *rails;		/* comma list of core domain names */
 	int max_rails;
 	char *core;		/* core provider name */
+	char *core_fabric;	/* one of the core's fabrics (efa-direct) */
 	size_t chunk_size;
 	size_t stripe_min;
 	int rail_depth;		/* chunks in flight per rail */
@@ -93,6 +94,7 @@ enum mrl_req_kind {
 	MRL_REQ_MSG,
 	MRL_REQ_CTRL_RX,
 	MRL_REQ_CTRL_TX,
+	MRL_REQ_BOUNCE,			/* a control buffer carrying an inject */
 	MRL_REQ_FENCE,
 };
 
@@ -117,6 +119,7 @@ static inline struct mrl_req_hdr *mrl_chunk_hdr(struct mrl_chunk *chunk)
 size_t mrl_addr_size(int nrails, size_t rail_addrlen);
 int mrl_addr_check(const void *addr, size_t len);
 const void *mrl_addr_rail(const void *addr, int rail);
+const void *mrl_addr_ctrl(const void *addr);
 
 /* ---- fi_info rails --------------------------------------------------- */
 
@@ -124,9 +127,10 @@ int mrl_getinfo(uint32_t version, const char *node, const char *service,
 		uint64_t flags, const struct fi_info *hints,
 		struct fi_info **info);
 int mrl_core_getinfo_rail(uint32_t version, const char *core_name,
-			  const char *domain_name, const struct fi_info *info,
-			  struct fi_info **core);
-int mrl_parse_fabric_name(const char *name, char *core, size_t len);
+			  const char *core_fabric, const char *domain_name,
+			  const struct fi_info *info, struct fi_info **core);
+int mrl_parse_fabric_name(const char *name, char *core, size_t len,
+			  char *fabric, size_t flen);
 int mrl_split_rails(const char *domain_name, char ***names);
 void mrl_free_names(char **names);
 struct fi_info *mrl_core_hints(const struct fi_info *hints,
@@ -142,6 +146,7 @@ void mrl_fill_info(struct fi_info *info, const struct fi_info *core,
 struct mrl_fabric {
 	struct fid_fabric fabric_fid;
 	char core_name[128];
+	char core_fabric[128];		/* "": any of the core's fabrics */
 	uint32_t version;
 };
 
@@ -170,6 +175,8 @@ struct mrl_domain {
 	size_t inject_size;
 	size_t cq_data_size;
 	bool key_has_gen;		/* 32-bit core keys: key = gen|key0 */
+	bool ctrl_own_ep;		/* no FI_TAGGED: a control endpoint */
+	bool rma_one_iov;		/* one local iov per core RMA */
 	uint32_t key_gen;
 	pthread_mutex_t lock;
 	bool locking;			/* false under FI_THREAD_DOMAIN */
@@ -271,6 +278,7 @@ struct mrl_peer {
 	bool visible;			/* inserted by the user */
 	fi_addr_t fi_addr;		/* user's handle, when visible */
 	fi_addr_t core_addr[MRL_MAX_RAILS];
+	fi_addr_t ctrl_addr;		/* its control endpoint (rail 0's AV) */
 	void *addr;			/* composite address */
 	size_t addrlen;
 	struct mrl_key_entry *keys[MRL_KEY_BUCKETS];
@@ -440,6 +448,7 @@ struct mrl_ep {
 	struct mrl_cntr *cntr_write, *cntr_read, *cntr_send, *cntr_recv;
 	struct mrl_cntr *cntr_rwrite, *cntr_rread;
 	uint64_t tx_op_flags, rx_op_flags;
+	size_t tx_iov_limit, rx_iov_limit;	/* what fi_getinfo said */
 	bool enabled;
 	void *name;			/* our composite address */
 	size_t namelen;
@@ -455,6 +464,7 @@ struct mrl_ep {
 	struct mrl_sched_params sched;
 
 	/* control channel: rail 0, and RAIL_UP on the others */
+	struct fid_ep *ctrl_ep;		/* cores without FI_TAGGED: on rail 0 */
 	struct mrl_ctrl_buf *ctrl_bufs;
 	size_t ctrl_nbufs;
 	struct mrl_ctrl_buf *ctrl_tx_free;
@@ -463,6 +473,8 @@ struct mrl_ep {
 	uint64_t ctrl_dropped[MRL_CTRL_DROP_KINDS];	/* by reason */
 	bool ctrl_enabled;
 	int rails_enabled;		/* core endpoints enabled so far */
+	bool ctrl_ep_enabled;
+	bool no_rma_inject;		/* the core said -FI_ENOSYS to one */
 	bool enable_failed;		/* with receives posted: close only */
 	bool in_progress;
 	bool want_src;			/* FI_SOURCE: cores' sources wanted */
@@ -522,6 +534,11 @@ struct mrl_ctrl_learned {
 void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 		 struct mrl_ctrl_learned *learned);
 void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
+ssize_t mrl_ctrl_bounce_write(struct mrl_ep *ep, const void *buf, size_t len,
+			      uint64_t data, bool with_data, fi_addr_t dest,
+			      uint64_t addr, uint64_t key);
+void mrl_ctrl_bounce_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
+			  int err);
 void mrl_ctrl_progress(struct mrl_ep *ep);
 
 int mrl_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,

@@ -12,22 +12,40 @@
 		  FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | \
 		  FI_DIRECTED_RECV | FI_HMEM | FI_ATOMIC)
 
-/* The core must give us RMA for striping and tagged messages for control. */
-#define MRL_CORE_CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | \
+/*
+ * The core must give us RMA for striping and messages for control; tagged
+ * messages only when the application asks (efa-direct has none: control
+ * then takes an endpoint of its own, mrl_ctrl.c).
+ */
+#define MRL_CORE_CAPS (FI_MSG | FI_RMA | FI_READ | FI_WRITE | \
 		       FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE)
 
 /* The MR modes we know how to honour on the core's behalf. */
 #define MRL_MR_MODES (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | \
 		      FI_MR_PROV_KEY | FI_MR_ENDPOINT | FI_MR_RAW | FI_MR_HMEM)
 
-int mrl_parse_fabric_name(const char *name, char *core, size_t len)
+/*
+ * "multirail/<core provider>[/<core fabric>]": the core fabric is named
+ * where the core offers the same domains in several fabrics (efa:
+ * efa-direct and efa), so that the rails open in the one fi_getinfo chose.
+ * fabric gets "" when none is named.
+ */
+int mrl_parse_fabric_name(const char *name, char *core, size_t len,
+			  char *fabric, size_t flen)
 {
-	size_t n = strlen(MRL_FABRIC_PREFIX);
+	size_t n = strlen(MRL_FABRIC_PREFIX), clen;
+	const char *slash;
 
-	if (strncmp(name, MRL_FABRIC_PREFIX, n) || !name[n] ||
-	    strlen(name + n) >= len)
+	if (strncmp(name, MRL_FABRIC_PREFIX, n) || !name[n])
 		return -FI_EINVAL;
-	strcpy(core, name + n);
+	name += n;
+	slash = strchr(name, '/');
+	clen = slash ? (size_t) (slash - name) : strlen(name);
+	if (!clen || clen >= len || (slash && strlen(slash + 1) >= flen))
+		return -FI_EINVAL;
+	memcpy(core, name, clen);
+	core[clen] = '\0';
+	strcpy(fabric, slash ? slash + 1 : "");
 	return 0;
 }
 
@@ -105,7 +123,8 @@ struct fi_info *mrl_core_hints(const struct fi_info *hints,
 	ch->ep_attr->type = FI_EP_RDM;
 	/* atomics pass through on rail 0: the core must do them if asked */
 	ch->caps = (ch->caps & (FI_MULTI_RECV | FI_SOURCE | FI_HMEM |
-				FI_DIRECTED_RECV | FI_ATOMIC)) | MRL_CORE_CAPS;
+				FI_DIRECTED_RECV | FI_ATOMIC | FI_TAGGED)) |
+		   MRL_CORE_CAPS;
 	/* Every context we give the core is a struct mrl_req_hdr. */
 	ch->mode = FI_CONTEXT | FI_CONTEXT2;
 	ch->tx_attr->mode = ch->rx_attr->mode = 0;
@@ -372,10 +391,25 @@ const char *mrl_hints_miss(const struct fi_info *fi, const struct fi_info *h)
 	return miss;
 }
 
+/* Exactly our core: naming "net" also lists "net;ofi_rxm". */
+static struct fi_info *find_rail(struct fi_info *list, const char *core_name,
+				 const char *core_fabric,
+				 const char *domain_name)
+{
+	for (; list; list = list->next) {
+		if (!strcmp(list->domain_attr->name, domain_name) &&
+		    !strcmp(list->fabric_attr->prov_name, core_name) &&
+		    (!*core_fabric ||
+		     !strcmp(list->fabric_attr->name, core_fabric)))
+			return list;
+	}
+	return NULL;
+}
+
 /* The core's entry for one rail, as fi_domain/fi_endpoint open it. */
 int mrl_core_getinfo_rail(uint32_t version, const char *core_name,
-			  const char *domain_name, const struct fi_info *info,
-			  struct fi_info **core)
+			  const char *core_fabric, const char *domain_name,
+			  const struct fi_info *info, struct fi_info **core)
 {
 	struct fi_info *hints, *list = NULL, *fi;
 	int ret;
@@ -386,18 +420,24 @@ int mrl_core_getinfo_rail(uint32_t version, const char *core_name,
 	hints->domain_attr->name = strdup(domain_name);
 	hints->domain_attr->mr_mode = info->domain_attr->mr_mode & ~FI_MR_RAW;
 	hints->caps |= info->caps & (FI_MULTI_RECV | FI_SOURCE | FI_HMEM);
+	/* tagged messages carry our control where the core has them */
+	hints->caps |= FI_TAGGED;
 	ret = fi_getinfo(version, NULL, NULL, MRL_GETINFO_HIDDEN, hints, &list);
+	fi = find_rail(ret ? NULL : list, core_name, core_fabric, domain_name);
+	if (!fi && !(info->caps & FI_TAGGED)) {
+		fi_freeinfo(list);
+		list = NULL;
+		hints->caps &= ~FI_TAGGED;
+		ret = fi_getinfo(version, NULL, NULL, MRL_GETINFO_HIDDEN, hints,
+				 &list);
+		fi = find_rail(ret ? NULL : list, core_name, core_fabric,
+			       domain_name);
+	}
 	fi_freeinfo(hints);
 	if (ret) {
 		MRL_WARN(FI_LOG_DOMAIN, "rail %s: core %s getinfo: %s\n",
 			 domain_name, core_name, fi_strerror(-ret));
 		return ret;
-	}
-	/* exactly our core: naming "net" also lists "net;ofi_rxm" */
-	for (fi = list; fi; fi = fi->next) {
-		if (!strcmp(fi->domain_attr->name, domain_name) &&
-		    !strcmp(fi->fabric_attr->prov_name, core_name))
-			break;
 	}
 	if (!fi) {
 		MRL_WARN(FI_LOG_DOMAIN, "rail %s: core %s has no such domain "

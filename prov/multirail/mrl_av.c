@@ -36,9 +36,19 @@ int mrl_addr_check(const void *addr, size_t len)
 	    !hdr->rail_addrlen ||
 	    (hdr->flags & MRL_ADDR_PARTIAL && hdr->nrails != 1))
 		return -FI_EINVAL;
-	if (len < mrl_addr_size(hdr->nrails, hdr->rail_addrlen))
+	if (len < mrl_addr_size(hdr->nrails + !!(hdr->flags & MRL_ADDR_CTRL),
+				hdr->rail_addrlen))
 		return -FI_EINVAL;
 	return 0;
+}
+
+/* The control endpoint's address, or NULL: the core has FI_TAGGED. */
+const void *mrl_addr_ctrl(const void *addr)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+
+	return hdr->flags & MRL_ADDR_CTRL ? mrl_addr_rail(addr, hdr->nrails) :
+					    NULL;
 }
 
 const void *mrl_addr_rail(const void *addr, int rail)
@@ -52,7 +62,8 @@ static size_t addr_len(const void *addr)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 
-	return mrl_addr_size(hdr->nrails, hdr->rail_addrlen);
+	return mrl_addr_size(hdr->nrails + !!(hdr->flags & MRL_ADDR_CTRL),
+			     hdr->rail_addrlen);
 }
 
 static struct mrl_av *to_av(struct fid_av *av)
@@ -182,6 +193,27 @@ int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from)
 	return 0;
 }
 
+/*
+ * The peer's control endpoint, where the core has no FI_TAGGED and the
+ * address names one; it shares rail 0's core AV.  Without it the peer gets
+ * no control message and ops to it stay on rail 0.
+ */
+static void insert_ctrl(struct mrl_av *av, struct mrl_peer *peer)
+{
+	const void *ctrl = mrl_addr_ctrl(peer->addr);
+	int ret;
+
+	if (!av->domain->ctrl_own_ep || !ctrl ||
+	    peer->ctrl_addr != FI_ADDR_NOTAVAIL)
+		return;
+	ret = fi_av_insert(av->core[0], ctrl, 1, &peer->ctrl_addr, 0, NULL);
+	if (ret == 1)
+		return;
+	MRL_WARN(FI_LOG_AV, "a peer's control endpoint: core fi_av_insert: "
+		 "%d; ops to it stay on rail 0\n", ret);
+	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
+}
+
 static struct mrl_peer *find_peer(struct mrl_av *av, const void *addr)
 {
 	const struct mrl_addr_hdr *hdr = addr;
@@ -223,6 +255,7 @@ static int upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
 		peer->nrails = 1;
 		return ret;
 	}
+	insert_ctrl(av, peer);
 	peer->partial = false;
 	MRL_INFO(FI_LOG_AV, "peer learned: %d common rail(s)\n", peer->nrails);
 	return 0;
@@ -255,7 +288,10 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
 	peer->fi_addr = FI_ADDR_NOTAVAIL;
 	for (r = 0; r < MRL_MAX_RAILS; r++)
 		peer->core_addr[r] = FI_ADDR_NOTAVAIL;
+	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
 	*err = mrl_av_insert_core(av, peer, 0);
+	if (!*err)
+		insert_ctrl(av, peer);
 	if (*err) {
 		mrl_peer_free(peer);
 		return NULL;

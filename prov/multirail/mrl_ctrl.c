@@ -1,6 +1,9 @@
 /*
  * Control channel: tagged messages with MRL_CTRL_TAG on rail 0, and a
- * RAIL_UP on each other rail at the first op to a peer.
+ * RAIL_UP on each other rail at the first op to a peer.  A core without
+ * FI_TAGGED (efa-direct) carries them as plain messages between control
+ * endpoints of their own on rail 0's domain (mrl_ep.c), and no RAIL_UP
+ * (such a core needs no connection set up).
  *
  * Every message carries the sender's full composite address, so the
  * receiver can answer a peer it has never been told about (it is added to
@@ -41,7 +44,10 @@ static int post_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	int ret;
 
 	buf->hdr.kind = MRL_REQ_CTRL_RX;
-	ret = fi_trecv(ep->rails[buf->rail].ep, buf->data, MRL_CTRL_BUF_SIZE,
+	ret = ep->ctrl_ep ?
+	      fi_recv(ep->ctrl_ep, buf->data, MRL_CTRL_BUF_SIZE,
+		      ctrl_desc(ep, 0), FI_ADDR_UNSPEC, &buf->hdr) :
+	      fi_trecv(ep->rails[buf->rail].ep, buf->data, MRL_CTRL_BUF_SIZE,
 		       ctrl_desc(ep, buf->rail), FI_ADDR_UNSPEC, MRL_CTRL_TAG,
 		       0, &buf->hdr);
 	if (ret)
@@ -58,7 +64,7 @@ static int register_bufs(struct mrl_ep *ep)
 	for (r = 0; r < ep->nrails; r++) {
 		ret = fi_mr_reg(dom->rails[r].domain, ep->ctrl_bufs,
 				ep->ctrl_nbufs * sizeof(*ep->ctrl_bufs),
-				FI_SEND | FI_RECV, 0, ~0ULL - 1 - r, 0,
+				FI_SEND | FI_RECV | FI_WRITE, 0, ~0ULL - 1 - r, 0,
 				&ep->rails[r].ctrl_mr, NULL);
 		if (ret) {
 			MRL_WARN(FI_LOG_EP_CTRL, "rail %d: control buffers: "
@@ -77,15 +83,16 @@ static int register_bufs(struct mrl_ep *ep)
 int mrl_ctrl_init(struct mrl_ep *ep)
 {
 	struct mrl_domain *dom = ep->domain;
-	size_t nrx = MRL_CTRL_RX_COUNT +
-		     (size_t) (ep->nrails - 1) * MRL_CTRL_RAIL_RX_COUNT, i;
+	size_t nrx = MRL_CTRL_RX_COUNT, i;
 	int ret;
 
-	if (!(dom->rails[0].info->caps & FI_TAGGED)) {
-		MRL_INFO(FI_LOG_EP_CTRL, "core has no FI_TAGGED: no control "
-			 "channel, so keys reach rail 0 only without FI_MR_RAW\n");
+	if (!(dom->rails[0].info->caps & FI_TAGGED) && !ep->ctrl_ep) {
+		MRL_INFO(FI_LOG_EP_CTRL, "core has no FI_TAGGED and no control "
+			 "endpoint: keys reach rail 0 only without FI_MR_RAW\n");
 		return 0;
 	}
+	if (!ep->ctrl_ep)
+		nrx += (size_t) (ep->nrails - 1) * MRL_CTRL_RAIL_RX_COUNT;
 	ep->ctrl_nbufs = nrx + MRL_CTRL_TX_COUNT;
 	ep->ctrl_bufs = calloc(ep->ctrl_nbufs, sizeof(*ep->ctrl_bufs));
 	if (!ep->ctrl_bufs)
@@ -131,8 +138,61 @@ void mrl_ctrl_fini(struct mrl_ep *ep)
 
 void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
+	buf->hdr.kind = MRL_REQ_CTRL_TX;
 	buf->next_free = ep->ctrl_tx_free;
 	ep->ctrl_tx_free = buf;
+}
+
+/*
+ * An inject the core cannot do (efa-direct has no RMA inject: -FI_ENOSYS):
+ * the bytes are copied into a registered control send buffer, so that the
+ * caller's buffer is free on return as FI_INJECT promises, and written on
+ * rail 0 from there.  The buffer comes back, and the write counter counts
+ * the inject, when the write completes (mrl_ctrl_bounce_done).
+ * 0, -FI_EAGAIN while every buffer is in use, or the core's error.
+ */
+ssize_t mrl_ctrl_bounce_write(struct mrl_ep *ep, const void *buf, size_t len,
+			      uint64_t data, bool with_data, fi_addr_t dest,
+			      uint64_t addr, uint64_t key)
+{
+	struct mrl_ctrl_buf *b = ep->ctrl_tx_free;
+	struct iovec iov = { b ? b->data : NULL, len };
+	void *desc = ctrl_desc(ep, 0);
+	struct fi_rma_iov rma = { addr, len, key };
+	struct fi_msg_rma msg = {
+		.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest,
+		.rma_iov = &rma, .rma_iov_count = 1, .data = data,
+	};
+	ssize_t ret;
+
+	if (!ep->ctrl_enabled || len > MRL_CTRL_BUF_SIZE)
+		return -FI_ENOSYS;
+	if (!b)
+		return -FI_EAGAIN;
+	memcpy(b->data, buf, len);
+	b->hdr.kind = MRL_REQ_BOUNCE;
+	msg.context = &b->hdr;
+	ret = fi_writemsg(ep->rails[0].ep, &msg, FI_COMPLETION |
+			  (with_data ? FI_REMOTE_CQ_DATA : 0));
+	if (ret) {
+		b->hdr.kind = MRL_REQ_CTRL_TX;
+		return ret;
+	}
+	ep->ctrl_tx_free = b->next_free;
+	return 0;
+}
+
+void mrl_ctrl_bounce_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
+			  int err)
+{
+	if (err) {
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "an inject's write failed: %s\n",
+			      fi_strerror(err));
+		mrl_cntr_inc_err(ep->cntr_write);
+	} else {
+		mrl_cntr_inc(ep->cntr_write);
+	}
+	mrl_ctrl_tx_done(ep, buf);
 }
 
 static void backlog_add(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
@@ -146,7 +206,10 @@ static ssize_t post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	ssize_t ret;
 
-	ret = fi_tsend(ep->rails[buf->rail].ep, buf->data, buf->len,
+	ret = ep->ctrl_ep ?
+	      fi_send(ep->ctrl_ep, buf->data, buf->len, ctrl_desc(ep, 0),
+		      buf->dest, &buf->hdr) :
+	      fi_tsend(ep->rails[buf->rail].ep, buf->data, buf->len,
 		       ctrl_desc(ep, buf->rail), buf->dest, MRL_CTRL_TAG,
 		       &buf->hdr);
 	if (!ret)
@@ -197,6 +260,8 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 
 	if (!ep->ctrl_enabled)
 		return -FI_ENOSYS;
+	if (ep->ctrl_ep && peer->ctrl_addr == FI_ADDR_NOTAVAIL)
+		return -FI_EADDRNOTAVAIL;	/* its address names none */
 	len = sizeof(*msg) + ep->namelen + nkeys * sizeof(uint64_t);
 	if (len > MRL_CTRL_BUF_SIZE)
 		return -FI_EINVAL;
@@ -219,7 +284,7 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 		       nkeys * sizeof(uint64_t));
 	buf->len = len;
 	buf->rail = rail;
-	buf->dest = peer->core_addr[rail];
+	buf->dest = ep->ctrl_ep ? peer->ctrl_addr : peer->core_addr[rail];
 
 	/* behind what still waits on this rail: each rail keeps its order */
 	backlog_add(ep, buf);
@@ -244,11 +309,33 @@ static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
  * with the key exchange.  One endpoint per peer does this (the one that
  * first reached it); others connect as their chunks arrive.
  */
+/*
+ * A core without FI_TAGGED has no connection to set up, but a peer that
+ * knows us by a partial address without our control endpoint's (fi_getinfo
+ * with a node gives one) cannot ask us for keys: our first op to it tells
+ * it our full address (a HELLO_ACK, which asks for nothing).
+ */
+static void introduce(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	if ((peer->rails_up & 1u) || peer->partial ||
+	    (peer->rails_up_ep && peer->rails_up_ep != ep))
+		return;
+	if (send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0) == -FI_EAGAIN)
+		return;			/* no buffer now: the next op retries */
+	peer->rails_up |= 1u;
+	peer->rails_up_ep = ep;
+}
+
 void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 		       uint32_t rails)
 {
 	uint32_t todo = rails & ~peer->rails_up & ~1u;
 	int r;
+
+	if (ep->ctrl_ep && ep->ctrl_enabled) {
+		introduce(ep, peer);
+		return;
+	}
 
 	if (!todo || !ep->ctrl_enabled || peer->partial ||
 	    (peer->rails_up_ep && peer->rails_up_ep != ep))
@@ -265,10 +352,15 @@ void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 
 int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer)
 {
+	int ret;
+
 	if (peer->hello_sent)
 		return 0;
-	if (send_ctrl(ep, peer, MRL_CTRL_HELLO, 0))
-		return -FI_EAGAIN;
+	ret = send_ctrl(ep, peer, MRL_CTRL_HELLO, 0);
+	if (ret == -FI_EAGAIN)
+		return ret;
+	/* sent, or never possible: a partial address without a control
+	 * endpoint's; the peer's own messages may still complete it */
 	peer->hello_sent = true;
 	return 0;
 }

@@ -106,7 +106,8 @@ static int open_rail(struct mrl_domain *dom, int i, const char *name)
 	int ret;
 
 	ret = mrl_core_getinfo_rail(dom->fabric->version,
-				    dom->fabric->core_name, name, dom->info,
+				    dom->fabric->core_name,
+				    dom->fabric->core_fabric, name, dom->info,
 				    &rail->info);
 	if (ret)
 		return ret;
@@ -142,6 +143,13 @@ static void domain_attrs(struct mrl_domain *dom)
 	dom->cq_data_size = core->domain_attr->cq_data_size;
 	dom->key_has_gen = core->domain_attr->mr_key_size &&
 			   core->domain_attr->mr_key_size <= 4;
+	dom->ctrl_own_ep = !(core->caps & FI_TAGGED);
+	/*
+	 * fi_info says nothing of the local iovs one RMA may take.  efa-direct
+	 * takes one (efa_io_defs.h); a core of one remote iov is taken to be
+	 * such a device, and every chunk stays within one of the user's iovs.
+	 */
+	dom->rma_one_iov = core->tx_attr->rma_iov_limit <= 1;
 	dom->policy = parse_policy(mrl_params.policy);
 }
 

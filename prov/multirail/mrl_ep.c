@@ -30,6 +30,11 @@ static int bind_av(struct mrl_ep *ep, struct mrl_av *av)
 		if (ret)
 			return ret;
 	}
+	if (ep->ctrl_ep) {
+		ret = fi_ep_bind(ep->ctrl_ep, &av->core[0]->fid, 0);
+		if (ret)
+			return ret;
+	}
 	ep->av = av;
 	av->ep = ep;
 	av->nbound++;
@@ -144,16 +149,22 @@ static int mrl_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 
 /* ---- enable / name --------------------------------------------------------- */
 
+/* Rail r's core endpoint; r == nrails: the control endpoint. */
+static struct fid_ep *name_ep(const struct mrl_ep *ep, int r)
+{
+	return r < ep->nrails ? ep->rails[r].ep : ep->ctrl_ep;
+}
+
 static int build_name(struct mrl_ep *ep)
 {
+	int naddrs = ep->nrails + !!ep->ctrl_ep, r, ret;
 	struct mrl_addr_hdr *hdr;
 	size_t alen = 0, len;
 	char buf[256];
-	int r, ret;
 
-	for (r = 0; r < ep->nrails; r++) {
+	for (r = 0; r < naddrs; r++) {
 		len = sizeof(buf);
-		ret = fi_getname(&ep->rails[r].ep->fid, buf, &len);
+		ret = fi_getname(&name_ep(ep, r)->fid, buf, &len);
 		if (ret)
 			return ret;
 		if (r && len != alen) {
@@ -164,7 +175,7 @@ static int build_name(struct mrl_ep *ep)
 		alen = len;
 	}
 	free(ep->name);
-	ep->namelen = mrl_addr_size(ep->nrails, alen);
+	ep->namelen = mrl_addr_size(naddrs, alen);
 	ep->name = calloc(1, ep->namelen);
 	if (!ep->name)
 		return -FI_ENOMEM;
@@ -172,10 +183,11 @@ static int build_name(struct mrl_ep *ep)
 	hdr->magic = MRL_ADDR_MAGIC;
 	hdr->version = MRL_ADDR_VERSION;
 	hdr->nrails = ep->nrails;
+	hdr->flags = ep->ctrl_ep ? MRL_ADDR_CTRL : 0;
 	hdr->rail_addrlen = alen;
-	for (r = 0; r < ep->nrails; r++) {
+	for (r = 0; r < naddrs; r++) {
 		len = alen;
-		fi_getname(&ep->rails[r].ep->fid,
+		fi_getname(&name_ep(ep, r)->fid,
 			   (char *) (hdr + 1) + r * alen, &len);
 	}
 	return 0;
@@ -215,6 +227,15 @@ static int enable(struct mrl_ep *ep)
 			return ret;
 		}
 		ep->rails_enabled = r + 1;
+	}
+	if (ep->ctrl_ep && !ep->ctrl_ep_enabled) {
+		ret = fi_enable(ep->ctrl_ep);
+		if (ret) {
+			MRL_WARN(FI_LOG_EP_CTRL, "control endpoint: fi_enable: "
+				 "%s\n", fi_strerror(-ret));
+			return ret;
+		}
+		ep->ctrl_ep_enabled = true;
 	}
 	ret = build_name(ep);
 	if (ret)
@@ -268,14 +289,16 @@ static int mrl_ep_control(struct fid *fid, int command, void *arg)
 }
 
 /*
- * Rail 0's address alone, marked partial: a peer that inserts it reaches
- * rail 0 at once and learns the other rails from our HELLO_ACK.
+ * Rail 0's address alone (and the control endpoint's, where there is
+ * one), marked partial: a peer that inserts it reaches rail 0 at once and
+ * learns the other rails from our HELLO_ACK.
  */
 static size_t compact_name(const struct mrl_ep *ep, void *addr, size_t have)
 {
 	const struct mrl_addr_hdr *full = ep->name;
+	const void *ctrl = mrl_addr_ctrl(full);
 	struct mrl_addr_hdr *hdr = addr;
-	size_t len = mrl_addr_size(1, full->rail_addrlen);
+	size_t len = mrl_addr_size(1 + !!ctrl, full->rail_addrlen);
 
 	if (have < len)
 		return len;
@@ -283,6 +306,9 @@ static size_t compact_name(const struct mrl_ep *ep, void *addr, size_t have)
 	hdr->nrails = 1;
 	hdr->flags |= MRL_ADDR_PARTIAL;
 	memcpy(hdr + 1, full + 1, full->rail_addrlen);
+	if (ctrl)
+		memcpy((char *) (hdr + 1) + full->rail_addrlen, ctrl,
+		       full->rail_addrlen);
 	return len;
 }
 
@@ -425,6 +451,9 @@ static void close_rails(struct mrl_ep *ep)
 {
 	int r;
 
+	if (ep->ctrl_ep)
+		fi_close(&ep->ctrl_ep->fid);
+	ep->ctrl_ep = NULL;
 	for (r = 0; r < ep->nrails; r++) {
 		if (ep->rails[r].ep)
 			fi_close(&ep->rails[r].ep->fid);
@@ -434,8 +463,8 @@ static void close_rails(struct mrl_ep *ep)
 }
 
 /*
- * libfabric 1.17's ofi_rxm dereferences its AV when an endpoint that never
- * had one closes (rxm_freeall_conns).  An endpoint closed before the user
+ * libfabric 1.17's ofi_rxm (and net) dereferences its AV when an endpoint
+ * that never had one closes (rxm_freeall_conns).  An endpoint closed before the user
  * bound an AV gives its core endpoints a spare, empty one first.
  */
 static void give_core_avs(struct mrl_ep *ep, struct fid_av **spare)
@@ -453,6 +482,9 @@ static void give_core_avs(struct mrl_ep *ep, struct fid_av **spare)
 			spare[r] = NULL;
 		}
 	}
+	/* 1.17's net does the same: the control endpoint shares rail 0's */
+	if (ep->ctrl_ep && spare[0])
+		fi_ep_bind(ep->ctrl_ep, &spare[0]->fid, 0);
 }
 
 static int mrl_ep_close(struct fid *fid)
@@ -486,6 +518,9 @@ static int mrl_ep_close(struct fid *fid)
 	/* Core endpoints first: they may still hold our buffers. */
 	if (!ep->av)
 		give_core_avs(ep, spare_avs);
+	if (ep->ctrl_ep)
+		fi_close(&ep->ctrl_ep->fid);
+	ep->ctrl_ep = NULL;
 	for (i = 0; i < ep->nrails; i++)
 		if (ep->rails[i].ep)
 			fi_close(&ep->rails[i].ep->fid);
@@ -580,6 +615,8 @@ static int open_rail(struct mrl_ep *ep, int r)
 		       info->src_addrlen);
 	ret = fi_endpoint(dom->rails[r].domain, info, &ep->rails[r].ep, NULL);
 	cq_attr.size = info->tx_attr->size + info->rx_attr->size;
+	if (!r && dom->ctrl_own_ep)
+		cq_attr.size += MRL_CTRL_RX_COUNT + MRL_CTRL_TX_COUNT;
 	fi_freeinfo(info);
 	if (ret) {
 		MRL_WARN(FI_LOG_EP_CTRL, "rail %d: fi_endpoint: %s\n", r,
@@ -592,6 +629,37 @@ static int open_rail(struct mrl_ep *ep, int r)
 		return ret;
 	return fi_ep_bind(ep->rails[r].ep, &ep->rails[r].cq->fid,
 			  FI_TRANSMIT | FI_RECV);
+}
+
+/*
+ * A core without FI_TAGGED cannot keep our control messages apart from the
+ * user's messages on rail 0: they get a core endpoint of their own there,
+ * on rail 0's CQ (progress reads it with the rail) and AV, whose address
+ * follows the rails' in ours (MRL_ADDR_CTRL).  It binds where rail 0's
+ * domain says, never to the user's well-known source.
+ */
+static int open_ctrl_ep(struct mrl_ep *ep)
+{
+	struct mrl_rail *rail0 = &ep->domain->rails[0];
+	int ret;
+
+	ret = fi_endpoint(rail0->domain, rail0->info, &ep->ctrl_ep, NULL);
+	if (ret) {
+		MRL_WARN(FI_LOG_EP_CTRL, "control endpoint: fi_endpoint: %s\n",
+			 fi_strerror(-ret));
+		ep->ctrl_ep = NULL;
+		return ret;
+	}
+	return fi_ep_bind(ep->ctrl_ep, &ep->rails[0].cq->fid,
+			  FI_TRANSMIT | FI_RECV);
+}
+
+/* The most iovs an op may carry: ours, the core's, and what info says. */
+static size_t iov_limit(size_t asked, size_t core)
+{
+	size_t n = core && core < MRL_IOV_LIMIT ? core : MRL_IOV_LIMIT;
+
+	return asked && asked < n ? asked : n;
 }
 
 int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
@@ -620,8 +688,19 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->want_src = !!(info->caps & FI_SOURCE);
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	ep->tx_iov_limit = iov_limit(info->tx_attr ?
+				     info->tx_attr->iov_limit : 0,
+				     dom->rails[0].info->tx_attr->iov_limit);
+	ep->rx_iov_limit = iov_limit(info->rx_attr ?
+				     info->rx_attr->iov_limit : 0,
+				     dom->rails[0].info->rx_attr->iov_limit);
 	for (r = 0; r < ep->nrails; r++) {
 		ret = open_rail(ep, r);
+		if (ret)
+			goto err;
+	}
+	if (dom->ctrl_own_ep) {
+		ret = open_ctrl_ep(ep);
 		if (ret)
 			goto err;
 	}

@@ -34,10 +34,12 @@ int mrl_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 	fab = calloc(1, sizeof(*fab));
 	if (!fab)
 		return -FI_ENOMEM;
-	if (!attr->name || mrl_parse_fabric_name(attr->name, fab->core_name,
-						 sizeof(fab->core_name))) {
+	if (!attr->name ||
+	    mrl_parse_fabric_name(attr->name, fab->core_name,
+				  sizeof(fab->core_name), fab->core_fabric,
+				  sizeof(fab->core_fabric))) {
 		MRL_WARN(FI_LOG_FABRIC, "fabric name '%s' is not one of ours "
-			 "(%s<core>)\n", attr->name ? attr->name : "(null)",
+			 "(%s<core>[/<core fabric>])\n", attr->name ? attr->name : "(null)",
 			 MRL_FABRIC_PREFIX);
 		free(fab);
 		return -FI_EINVAL;

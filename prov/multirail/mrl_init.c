@@ -72,7 +72,7 @@ static char *pick_core(const struct fi_info *hints, const char *entry)
 	const char *pn = hints && hints->fabric_attr ?
 			 hints->fabric_attr->prov_name : NULL;
 	size_t n, suffix = strlen(";" MRL_PROV_NAME);
-	char fab_core[128];
+	char fab_core[128], fab[128];
 
 	if (pn && (n = strlen(pn)) > suffix &&
 	    !strcmp(pn + n - suffix, ";" MRL_PROV_NAME)) {
@@ -83,7 +83,7 @@ static char *pick_core(const struct fi_info *hints, const char *entry)
 	}
 	if (hints && hints->fabric_attr && hints->fabric_attr->name &&
 	    !mrl_parse_fabric_name(hints->fabric_attr->name, fab_core,
-				   sizeof(fab_core)))
+				   sizeof(fab_core), fab, sizeof(fab)))
 		return strdup(fab_core);
 	if (entry)
 		return strdup(entry + strlen(MRL_PROV_NAME) + 1);
@@ -521,10 +521,9 @@ static uint32_t near_process(const struct rail_set *set,
 	return mask;
 }
 
-static int build_info(const struct fi_info *all, const struct fi_info *first,
-		      const struct fi_info *hints, const char *core_name,
-		      const char *entry, uint64_t flags,
-		      struct fi_info **info)
+static int build_set(const struct fi_info *all, const struct fi_info *first,
+		     const struct fi_info *hints, const char *core_name,
+		     const char *entry, uint64_t flags, struct fi_info **info)
 {
 	struct rail_set *set = calloc(1, sizeof(*set));
 	struct fi_info *near = NULL;
@@ -549,6 +548,167 @@ static int build_info(const struct fi_info *all, const struct fi_info *first,
 out:
 	free(set);
 	return ret;
+}
+
+/* Is name one of the first n of names? */
+static const char *fab_name(const struct fi_info *fi)
+{
+	return fi->fabric_attr && fi->fabric_attr->name ?
+	       fi->fabric_attr->name : "";
+}
+
+static bool listed(const char *const *names, int n, const char *name)
+{
+	while (n-- > 0)
+		if (!strcmp(names[n], name))
+			return true;
+	return false;
+}
+
+/*
+ * The core's fabrics, in its order, when one domain appears in several of
+ * them as different things (efa: efa-direct, then efa, with other caps and
+ * modes); 0 otherwise.  tcp lists a NIC once per subnet it is on, alike
+ * in each: its rails may span subnets.
+ */
+static int shared_fabrics(const struct fi_info *all, const char **names,
+			  int max)
+{
+	const struct fi_info *a, *b;
+	bool shared = false;
+	int n = 0;
+
+	for (a = all; a; a = a->next) {
+		for (b = a->next; b && !shared; b = b->next)
+			shared = !strcmp(dom_name(a), dom_name(b)) &&
+				 a->addr_format == b->addr_format &&
+				 strcmp(fab_name(a), fab_name(b)) &&
+				 (a->caps != b->caps || a->mode != b->mode);
+		if (n < max && !listed(names, n, fab_name(a)))
+			names[n++] = fab_name(a);
+	}
+	return shared ? n : 0;
+}
+
+/* Copies of the entries of one fabric; NULL when there are none. */
+static struct fi_info *only_fabric(const struct fi_info *list,
+				   const char *fabric, int *err)
+{
+	struct fi_info *keep = NULL, **tail = &keep;
+
+	*err = 0;
+	for (; list; list = list->next) {
+		if (strcmp(fab_name(list), fabric))
+			continue;
+		*tail = fi_dupinfo(list);
+		if (!*tail) {
+			*err = -FI_ENOMEM;
+			break;
+		}
+		tail = &(*tail)->next;
+	}
+	return keep;
+}
+
+static struct fi_info **list_tail(struct fi_info **list)
+{
+	while (*list)
+		list = &(*list)->next;
+	return list;
+}
+
+/*
+ * Entries over each of the core's fabrics that share domains, in the
+ * core's order, each named "multirail/<core>/<fabric>" (hints or
+ * FI_MULTIRAIL_CORE_FABRIC naming one keep that one); otherwise one set
+ * over every domain.
+ */
+static int build_info(const struct fi_info *all, const struct fi_info *first,
+		      const struct fi_info *hints, const char *core_name,
+		      const char *entry, uint64_t flags,
+		      struct fi_info **info)
+{
+	const char *fabrics[8], *want = "";
+	char label[256], hcore[128], hfab[128] = "";
+	struct fi_info *sub_all, *sub_first, **tail = info;
+	int n, i, ret = -FI_ENODATA, err, err2;
+
+	n = shared_fabrics(all, fabrics, 8);
+	if (!n)
+		return build_set(all, first, hints, core_name, entry, flags,
+				 info);
+	if (hints && hints->fabric_attr && hints->fabric_attr->name &&
+	    !mrl_parse_fabric_name(hints->fabric_attr->name, hcore,
+				   sizeof(hcore), hfab, sizeof(hfab)))
+		want = hfab;
+	if (!*want && mrl_params.core_fabric)
+		want = mrl_params.core_fabric;
+	for (i = 0; i < n; i++) {
+		if (*want && strcmp(want, fabrics[i]))
+			continue;
+		sub_all = only_fabric(all, fabrics[i], &err);
+		sub_first = only_fabric(first, fabrics[i], &err2);
+		snprintf(label, sizeof(label), "%s/%s", core_name, fabrics[i]);
+		if (sub_all && (!first || sub_first) &&
+		    !build_set(sub_all, sub_first, hints, label, entry, flags,
+			       tail)) {
+			ret = 0;
+			tail = list_tail(tail);
+		}
+		fi_freeinfo(sub_all);
+		fi_freeinfo(sub_first);
+		if (err || err2) {
+			ret = -FI_ENOMEM;
+			break;
+		}
+	}
+	return ret;
+}
+
+static bool same_entry(const struct fi_info *a, const struct fi_info *b)
+{
+	return a->addr_format == b->addr_format &&
+	       !strcmp(dom_name(a), dom_name(b)) &&
+	       !strcmp(fab_name(a), fab_name(b)) &&
+	       a->fabric_attr->prov_name && b->fabric_attr->prov_name &&
+	       !strcmp(a->fabric_attr->prov_name, b->fabric_attr->prov_name);
+}
+
+/*
+ * The core's entries as asked (without FI_TAGGED unless the application
+ * wants it, so that a fabric without, efa-direct, is listed too), each
+ * replaced by the same one with FI_TAGGED where the core has it there:
+ * tagged messages carry our control channel, and a provider that answers
+ * with the caps asked for (rxm) would otherwise leave them out.
+ */
+static int prefer_tagged(uint32_t version, const struct fi_info *core_hints,
+			 struct fi_info **all)
+{
+	struct fi_info *hints, *tagged = NULL, **pos, *t, **tp;
+
+	if (core_hints->caps & FI_TAGGED)
+		return 0;
+	hints = fi_dupinfo(core_hints);
+	if (!hints)
+		return -FI_ENOMEM;
+	hints->caps |= FI_TAGGED;
+	if (core_getinfo(version, NULL, NULL, 0, hints, &tagged))
+		tagged = NULL;
+	fi_freeinfo(hints);
+	for (pos = all; *pos; pos = &(*pos)->next) {
+		for (tp = &tagged; (t = *tp) && !same_entry(t, *pos);
+		     tp = &t->next)
+			;
+		if (!t)
+			continue;
+		*tp = t->next;		/* out of tagged, into all */
+		t->next = (*pos)->next;
+		(*pos)->next = NULL;
+		fi_freeinfo(*pos);
+		*pos = t;
+	}
+	fi_freeinfo(tagged);
+	return 0;
 }
 
 static bool hints_ok(const struct fi_info *hints)
@@ -620,6 +780,8 @@ int mrl_getinfo(uint32_t version, const char *node, const char *service,
 	}
 	ret = core_getinfo(version, NULL, NULL, 0, core_hints, &all);
 	if (!ret)
+		ret = prefer_tagged(version, core_hints, &all);
+	if (!ret)
 		ret = filter_core(&all, &core_name);
 	if (!ret)
 		ret = avoid_hidden_layering(version, core_hints, &all,
@@ -677,6 +839,10 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	{ "core", FI_PARAM_STRING, &mrl_params.core, 0, 0,
 	  "Core provider to stripe over when none is named by FI_PROVIDER "
 	  "or hints (e.g. \"tcp;ofi_rxm\", \"efa\")." },
+	{ "core_fabric", FI_PARAM_STRING, &mrl_params.core_fabric, 0, 0,
+	  "Where the core offers its NICs in several fabrics (efa: "
+	  "efa-direct, then efa), stripe over this one only; default: "
+	  "entries over each, in the core's order." },
 	{ "chunk_size", FI_PARAM_SIZE_T, &mrl_params.chunk_size,
 	  256 * 1024, 4096,
 	  "Largest piece of a striped operation on one rail, at least 4096" },

@@ -66,12 +66,17 @@ struct msg_args {
 
 static int check_args(struct mrl_ep *ep, const struct msg_args *a)
 {
-	size_t i;
+	size_t i, limit = a->tx ? ep->tx_iov_limit : ep->rx_iov_limit;
 
-	if (a->count > MRL_IOV_LIMIT || (a->count && !a->iov)) {
-		MRL_WARN(FI_LOG_EP_DATA, "%zu iovs, at most %d\n", a->count,
-			 MRL_IOV_LIMIT);
+	if (a->count > limit || (a->count && !a->iov)) {
+		MRL_WARN(FI_LOG_EP_DATA, "%zu iovs, at most %zu\n", a->count,
+			 limit);
 		return -FI_EINVAL;
+	}
+	if (a->tagged && !(ep->domain->rails[0].info->caps & FI_TAGGED)) {
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "tagged message: the core has no "
+			      "FI_TAGGED\n");
+		return -FI_ENOSYS;
 	}
 	/* a receive with it would take our control messages */
 	if (a->tagged && (a->tag & MRL_CTRL_TAG)) {

@@ -105,6 +105,9 @@ static void dispatch(struct mrl_ep *ep, int rail,
 	case MRL_REQ_CTRL_TX:
 		mrl_ctrl_tx_done(ep, (struct mrl_ctrl_buf *) hdr);
 		break;
+	case MRL_REQ_BOUNCE:
+		mrl_ctrl_bounce_done(ep, (struct mrl_ctrl_buf *) hdr, err);
+		break;
 	case MRL_REQ_FENCE:
 		mrl_fence_done(ep, (struct mrl_fence *) hdr, err);
 		break;

@@ -28,6 +28,9 @@
 #define MRL_ADDR_VERSION	1
 #define MRL_ADDR_PARTIAL	0x1	/* rail 0 alone (fi_getinfo node, or a
 					 * name cut to fit FI_NAME_MAX) */
+#define MRL_ADDR_CTRL		0x2	/* after the rails' addresses, one more:
+					 * the control endpoint's on rail 0's
+					 * domain (cores without FI_TAGGED) */
 
 struct mrl_addr_hdr {
 	uint32_t magic;
@@ -37,7 +40,8 @@ struct mrl_addr_hdr {
 	uint8_t reserved;
 	uint16_t rail_addrlen;		/* every rail's core address: one size */
 	uint16_t reserved2;
-	/* then nrails * rail_addrlen bytes: rail i's core address */
+	/* then nrails * rail_addrlen bytes: rail i's core address, and
+	 * with MRL_ADDR_CTRL rail_addrlen more: the control endpoint's */
 };
 _Static_assert(sizeof(struct mrl_addr_hdr) == 12, "address header: 12 bytes");
 

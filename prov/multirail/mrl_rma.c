@@ -147,7 +147,8 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 
 	hdr->kind = MRL_REQ_CHUNK;
 
-	if (chunk->len == op->len) {	/* the whole op: its own iovs */
+	/* the whole op: its own iovs (unless empty ones sit among them) */
+	if (chunk->len == op->len && (!op->one_iov || op->iov_count == 1)) {
 		msg.msg_iov = op->iov;
 		msg.iov_count = op->iov_count;
 		user_desc = op->desc;
@@ -283,9 +284,9 @@ static int check_rma(struct mrl_ep *ep, const struct mrl_rma_args *a)
 		MRL_WARN(FI_LOG_EP_DATA, "endpoint not enabled\n");
 		return -FI_EOPBADSTATE;
 	}
-	if (a->count > MRL_IOV_LIMIT || (a->count && !a->iov)) {
-		MRL_WARN(FI_LOG_EP_DATA, "%zu iovs, at most %d\n", a->count,
-			 MRL_IOV_LIMIT);
+	if (a->count > ep->tx_iov_limit || (a->count && !a->iov)) {
+		MRL_WARN(FI_LOG_EP_DATA, "%zu iovs, at most %zu\n", a->count,
+			 ep->tx_iov_limit);
 		return -FI_EINVAL;
 	}
 	if (a->rma_count != 1 || !a->rma_iov) {
@@ -379,6 +380,7 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	if (a->desc)
 		memcpy(req->op.desc, a->desc, a->count * sizeof(void *));
 	req->op.iov_count = a->count;
+	req->op.one_iov = ep->domain->rma_one_iov;
 	req->op.raddr = a->rma_iov->addr;
 	req->op.peer = peer;
 	req->cq_flags = FI_RMA | (a->kind == MRL_OP_WRITE ? FI_WRITE : FI_READ);
@@ -513,6 +515,8 @@ static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
 /*
  * Injects are small: they go whole on rail 0 through the core's inject, so
  * the buffer is free on return and they stay ordered with our messages.
+ * A core without RMA inject (efa-direct) says -FI_ENOSYS once; from then
+ * on the bytes are copied to a registered buffer and written from there.
  */
 static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 			    uint64_t data, bool with_data, fi_addr_t dest,
@@ -529,11 +533,24 @@ static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 	ret = mrl_rail0_target(ep, dest, key, &caddr, &key0);
 	if (ret)
 		goto out;
-	ret = with_data ?
-	      fi_inject_writedata(ep->rails[0].ep, buf, len, data, caddr, addr,
-				  key0) :
-	      fi_inject_write(ep->rails[0].ep, buf, len, caddr, addr, key0);
-	mrl_inject_posted(ep, ep->cntr_write, ret);
+	if (!ep->no_rma_inject) {
+		ret = with_data ?
+		      fi_inject_writedata(ep->rails[0].ep, buf, len, data,
+					  caddr, addr, key0) :
+		      fi_inject_write(ep->rails[0].ep, buf, len, caddr, addr,
+				      key0);
+		if (ret != -FI_ENOSYS || !ep->ctrl_enabled) {
+			mrl_inject_posted(ep, ep->cntr_write, ret);
+			goto out;
+		}
+		MRL_INFO(FI_LOG_EP_DATA, "the core has no RMA inject: injects "
+			 "are copied to a registered buffer and written\n");
+		ep->no_rma_inject = true;
+	}
+	ret = mrl_ctrl_bounce_write(ep, buf, len, data, with_data, caddr, addr,
+				    key0);
+	if (ret == -FI_EAGAIN)
+		mrl_ep_progress(ep);
 out:
 	mrl_unlock(ep->domain);
 	return ret;

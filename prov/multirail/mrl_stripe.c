@@ -40,6 +40,30 @@ void mrl_engine_fini(struct mrl_engine *eng)
 	eng->chunk_pool = NULL;
 }
 
+/* Bytes from off to the end of the iov that holds it. */
+static size_t iov_room(const struct mrl_op *op, uint64_t off)
+{
+	size_t i;
+
+	for (i = 0; i < op->iov_count; i++) {
+		if (off < op->iov[i].iov_len)
+			return op->iov[i].iov_len - off;
+		off -= op->iov[i].iov_len;
+	}
+	return 0;
+}
+
+/* The length of the last iov that holds bytes; 0 for an empty op. */
+static size_t last_iov_len(const struct mrl_op *op)
+{
+	size_t i = op->iov_count;
+
+	while (i-- > 0)
+		if (op->iov[i].iov_len)
+			return op->iov[i].iov_len;
+	return 0;
+}
+
 void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 		    uint32_t rail_mask, size_t chunk_size)
 {
@@ -54,7 +78,8 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 	mrl_list_init(&op->link);
 
 	/* A single chunk is its own final chunk: it carries the CQ data. */
-	if (op->len <= chunk_size) {
+	if (op->len <= chunk_size &&
+	    (!op->one_iov || last_iov_len(op) == op->len)) {
 		op->body_len = 0;
 		return;
 	}
@@ -64,6 +89,8 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 		return;
 	}
 	final = eng->final_size < chunk_size ? eng->final_size : chunk_size;
+	if (op->one_iov && final > last_iov_len(op))
+		final = last_iov_len(op);
 	op->body_len = op->len - final;
 }
 
@@ -160,6 +187,8 @@ static bool progress_op(struct mrl_engine *eng, struct mrl_op *op)
 		len = op->body_len - op->next_off;
 		if (len > op->chunk_size)
 			len = op->chunk_size;
+		if (op->one_iov && len > iov_room(op, op->next_off))
+			len = iov_room(op, op->next_off);
 		if (post_one(eng, op, op->next_off, len, false))
 			return !!op->err;
 		op->next_off += len;

@@ -92,6 +92,8 @@ struct mrl_op {
 	void *owner;			/* rail layer's per-op data */
 	uint32_t rail_mask;		/* rails this op may use */
 	size_t chunk_size;
+	bool one_iov;			/* no chunk spans two of iov[] (a core
+					 * whose RMA takes one local iov) */
 
 	/*
 	 * Remote CQ data must not be visible at the target before all the
