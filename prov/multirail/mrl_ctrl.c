@@ -313,11 +313,14 @@ static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
  * A core without FI_TAGGED has no connection to set up, but a peer that
  * knows us by a partial address without our control endpoint's (fi_getinfo
  * with a node gives one) cannot ask us for keys: our first op to it tells
- * it our full address (a HELLO_ACK, which asks for nothing).
+ * it our full address (a HELLO_ACK, which asks for nothing).  So does our
+ * first message: fabtests' server only sends to its client, which knows
+ * it by fi_getinfo's node.
  */
-static void introduce(struct mrl_ep *ep, struct mrl_peer *peer)
+void mrl_ctrl_introduce(struct mrl_ep *ep, struct mrl_peer *peer)
 {
-	if ((peer->rails_up & 1u) || peer->partial ||
+	if (!ep->ctrl_ep || !ep->ctrl_enabled || (peer->rails_up & 1u) ||
+	    peer->partial ||
 	    (peer->rails_up_ep && peer->rails_up_ep != ep))
 		return;
 	if (send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0) == -FI_EAGAIN)
@@ -332,8 +335,8 @@ void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 	uint32_t todo = rails & ~peer->rails_up & ~1u;
 	int r;
 
-	if (ep->ctrl_ep && ep->ctrl_enabled) {
-		introduce(ep, peer);
+	if (ep->ctrl_ep) {
+		mrl_ctrl_introduce(ep, peer);
 		return;
 	}
 

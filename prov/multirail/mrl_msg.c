@@ -119,6 +119,8 @@ static int core_addr(struct mrl_ep *ep, fi_addr_t addr, bool tx,
 	*out = peer->core_addr[0];
 	if (peer_out)
 		*peer_out = peer;
+	if (tx && ep->ctrl_ep)
+		mrl_ctrl_introduce(ep, peer);
 	return 0;
 }
 
