@@ -41,6 +41,19 @@ echo "== write then inject_writedata flag over 1000,1000,50,50 Mbit/s rails"
 FI_MULTIRAIL_STRIPE_MIN=4096 FI_MULTIRAIL_CHUNK_SIZE=65536 \
 	timeout 300 ./test/rma_test -N mrl_a,mrl_b -o write -S 4194304 -W 4 \
 	-A -F || exit 1
+# the same over efa's profile (test/efa: its NICs mapped to the testbed's
+# veths, each side its own), both fabrics: efa-direct places the halves of
+# each write out of order and delays every other write
+for fabric in efa-direct efa; do
+	echo "== writedata over efa ($fabric) on 1000,1000,50,50 Mbit/s rails"
+	FI_PROVIDER="multirail;efa" FI_MULTIRAIL_CORE_FABRIC=$fabric \
+	FI_PROVIDER_PATH="$(pwd)/test/.libs:$(pwd)/.libs" \
+	FI_EFA_EMU_NICS=79=vA0,80=vA1,81=vA2,82=vA3 \
+	FI_MULTIRAIL_STRIPE_MIN=4096 FI_MULTIRAIL_CHUNK_SIZE=65536 \
+		timeout 300 ./test/rma_test -N mrl_a,mrl_b -o writedata \
+		-S 4194304 -W 4 -n 10 -A \
+		-E FI_EFA_EMU_NICS=79=vB0,80=vB1,81=vB2,82=vB3 || exit 1
+done
 # rails found, not named: fi_getinfo as stock fabtests -E drives it (a
 # source with a port only) must open on the testbed's NICs
 echo "== fi_getinfo over auto-discovered rails, FI_PROVIDER=multirail;tcp"

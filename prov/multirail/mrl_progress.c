@@ -141,38 +141,78 @@ static void read_err(struct mrl_ep *ep, int rail)
 #define MRL_CQ_BATCH		16
 #define MRL_CQ_ROUNDS		8
 
+/*
+ * One batch of rail's core completions into e and src: how many, 0 when
+ * none, -FI_EAGAIN after handing on an error entry (read again).
+ * Sources only when the user asked for them: reading them costs every
+ * poll, and a core without FI_SOURCE leaves src untouched.
+ */
+static ssize_t read_rail(struct mrl_ep *ep, int rail,
+			 struct fi_cq_tagged_entry *e, fi_addr_t *src)
+{
+	ssize_t n, i;
+
+	if (ep->want_src) {
+		for (i = 0; i < MRL_CQ_BATCH; i++)
+			src[i] = FI_ADDR_NOTAVAIL;
+		n = fi_cq_readfrom(ep->rails[rail].cq, e, MRL_CQ_BATCH, src);
+	} else {
+		n = fi_cq_read(ep->rails[rail].cq, e, MRL_CQ_BATCH);
+	}
+	if (n == -FI_EAVAIL) {
+		read_err(ep, rail);
+		return -FI_EAGAIN;
+	}
+	return n > 0 ? n : 0;
+}
+
+static void dispatch_all(struct mrl_ep *ep, int rail,
+			 struct fi_cq_tagged_entry *e, fi_addr_t *src,
+			 ssize_t n)
+{
+	ssize_t i;
+
+	for (i = 0; i < n; i++)
+		dispatch(ep, rail, &e[i],
+			 ep->want_src ? src[i] : FI_ADDR_NOTAVAIL, 0, NULL);
+}
+
 static void progress_rail(struct mrl_ep *ep, int rail)
 {
 	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
 	fi_addr_t src[MRL_CQ_BATCH];
-	ssize_t n, i;
 	int rounds = MRL_CQ_ROUNDS;
+	ssize_t n;
 
 	while (rounds--) {
-		/*
-		 * Sources only when the user asked for them: reading them
-		 * costs every poll, and a core without FI_SOURCE leaves src
-		 * untouched.
-		 */
-		if (ep->want_src) {
-			for (i = 0; i < MRL_CQ_BATCH; i++)
-				src[i] = FI_ADDR_NOTAVAIL;
-			n = fi_cq_readfrom(ep->rails[rail].cq, e,
-					   MRL_CQ_BATCH, src);
-		} else {
-			n = fi_cq_read(ep->rails[rail].cq, e, MRL_CQ_BATCH);
-		}
-		if (n == -FI_EAVAIL) {
-			read_err(ep, rail);
-			continue;
-		}
-		if (n <= 0)
+		n = read_rail(ep, rail, e, src);
+		dispatch_all(ep, rail, e, src, n);
+		if (n >= 0 && n < MRL_CQ_BATCH)
 			return;
-		for (i = 0; i < n; i++)
-			dispatch(ep, rail, &e[i],
-				 ep->want_src ? src[i] : FI_ADDR_NOTAVAIL, 0,
-				 NULL);
-		if (n < MRL_CQ_BATCH)
+	}
+}
+
+/*
+ * Rail 0 carries the messages, and a message sent after writes on other
+ * rails waits for them to land (mrl_fence.c): their remote CQ data was in
+ * those rails' core CQs before the message was in rail 0's.  So rail 0's
+ * batch is read first, then every other rail is read and handed on, and
+ * only then rail 0's batch: the user sees the data before the message,
+ * also where the core progresses on its own between our reads.
+ */
+static void progress_rails(struct mrl_ep *ep)
+{
+	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
+	fi_addr_t src[MRL_CQ_BATCH];
+	int rounds = MRL_CQ_ROUNDS, r;
+	ssize_t n;
+
+	while (rounds--) {
+		n = read_rail(ep, 0, e, src);
+		for (r = 1; r < ep->nrails; r++)
+			progress_rail(ep, r);
+		dispatch_all(ep, 0, e, src, n);
+		if (n >= 0 && n < MRL_CQ_BATCH)
 			return;
 	}
 }
@@ -180,13 +220,10 @@ static void progress_rail(struct mrl_ep *ep, int rail)
 /* Domain locked. */
 void mrl_ep_progress(struct mrl_ep *ep)
 {
-	int r;
-
 	if (!ep->enabled || ep->in_progress)
 		return;
 	ep->in_progress = true;
-	for (r = 0; r < ep->nrails; r++)
-		progress_rail(ep, r);
+	progress_rails(ep);
 	if (ep->av && ep->av->hello_due)
 		mrl_ctrl_hello_partial(ep);
 	if (ep->ctrl_backlog)
