@@ -638,7 +638,8 @@ static ssize_t post_rma_msg(struct emu_ep *ep, bool write,
 		return ret;
 	if (eagain_now(ep))
 		return -FI_EAGAIN;
-	memcpy(r.iov, msg->msg_iov, msg->iov_count * sizeof(*r.iov));
+	if (msg->iov_count)	/* a 0-byte write may have no iov array */
+		memcpy(r.iov, msg->msg_iov, msg->iov_count * sizeof(*r.iov));
 	r.rma = msg->rma_iov[0];
 	r.req = req_new(ep, true, msg->context, flags,
 			FI_RMA | (write ? FI_WRITE : FI_READ), len, msg->addr);
