@@ -116,10 +116,6 @@ static inline struct mrl_req_hdr *mrl_chunk_hdr(struct mrl_chunk *chunk)
 
 /* ---- composite address ---------------------------------------------- */
 
-size_t mrl_addr_size(int nrails, size_t rail_addrlen);
-int mrl_addr_check(const void *addr, size_t len);
-const void *mrl_addr_rail(const void *addr, int rail);
-const void *mrl_addr_ctrl(const void *addr);
 
 /* ---- fi_info rails --------------------------------------------------- */
 
@@ -405,17 +401,6 @@ struct mrl_rma_req {
 #define MRL_CTRL_RAIL_RX_COUNT	2	/* on each other rail: RAIL_UP only */
 #define MRL_CTRL_TX_COUNT	16
 
-/* Why a received control message was dropped (mrl_ctrl.c). */
-enum {
-	MRL_CTRL_DROP_FOREIGN,
-	MRL_CTRL_DROP_VERSION,
-	MRL_CTRL_DROP_TYPE,
-	MRL_CTRL_DROP_NKEYS,
-	MRL_CTRL_DROP_SHORT,
-	MRL_CTRL_DROP_NO_AV,
-	MRL_CTRL_DROP_KINDS,
-	MRL_CTRL_OK = MRL_CTRL_DROP_KINDS,
-};
 
 struct mrl_ctrl_buf {
 	struct mrl_req_hdr hdr;		/* must stay first */

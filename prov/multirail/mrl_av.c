@@ -20,44 +20,6 @@
 
 #include "mrl.h"
 
-size_t mrl_addr_size(int nrails, size_t rail_addrlen)
-{
-	return sizeof(struct mrl_addr_hdr) + (size_t) nrails * rail_addrlen;
-}
-
-int mrl_addr_check(const void *addr, size_t len)
-{
-	const struct mrl_addr_hdr *hdr = addr;
-
-	if (!addr || len < sizeof(*hdr))
-		return -FI_EINVAL;
-	if (hdr->magic != MRL_ADDR_MAGIC || hdr->version != MRL_ADDR_VERSION ||
-	    !hdr->nrails || hdr->nrails > MRL_MAX_RAILS ||
-	    !hdr->rail_addrlen ||
-	    (hdr->flags & MRL_ADDR_PARTIAL && hdr->nrails != 1))
-		return -FI_EINVAL;
-	if (len < mrl_addr_size(hdr->nrails + !!(hdr->flags & MRL_ADDR_CTRL),
-				hdr->rail_addrlen))
-		return -FI_EINVAL;
-	return 0;
-}
-
-/* The control endpoint's address, or NULL: the core has FI_TAGGED. */
-const void *mrl_addr_ctrl(const void *addr)
-{
-	const struct mrl_addr_hdr *hdr = addr;
-
-	return hdr->flags & MRL_ADDR_CTRL ? mrl_addr_rail(addr, hdr->nrails) :
-					    NULL;
-}
-
-const void *mrl_addr_rail(const void *addr, int rail)
-{
-	const struct mrl_addr_hdr *hdr = addr;
-
-	return (const char *) (hdr + 1) + (size_t) rail * hdr->rail_addrlen;
-}
-
 static size_t addr_len(const void *addr)
 {
 	const struct mrl_addr_hdr *hdr = addr;

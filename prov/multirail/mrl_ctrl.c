@@ -505,20 +505,11 @@ static const char *const drop_reason[MRL_CTRL_DROP_KINDS] = {
 static int malformed(const struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		     size_t len)
 {
-	if (len < sizeof(*msg) || msg->magic != MRL_CTRL_MAGIC)
-		return MRL_CTRL_DROP_FOREIGN;
-	if (msg->version != MRL_CTRL_VERSION)
-		return MRL_CTRL_DROP_VERSION;
-	if (!msg->type || msg->type > MRL_CTRL_TYPE_MAX)
-		return MRL_CTRL_DROP_TYPE;
-	if (msg->nkeys > MRL_MAX_RAILS)
-		return MRL_CTRL_DROP_NKEYS;
-	if (len < sizeof(*msg) + msg->addrlen +
-		  (size_t) msg->nkeys * sizeof(uint64_t))
-		return MRL_CTRL_DROP_SHORT;
-	if (!ep->av)
+	int why = mrl_ctrl_msg_check(msg, len);
+
+	if (why == MRL_CTRL_OK && !ep->av)
 		return MRL_CTRL_DROP_NO_AV;
-	return MRL_CTRL_OK;
+	return why;
 }
 
 /* Logged the 1st, 2nd, 4th, 8th... time for each reason: anyone who can

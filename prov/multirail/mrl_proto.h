@@ -87,6 +87,31 @@ _Static_assert(sizeof(struct mrl_ctrl_msg) + sizeof(struct mrl_addr_hdr) +
 	       MRL_MAX_RAILS * (64 + sizeof(uint64_t)) <= MRL_CTRL_BUF_SIZE,
 	       "a full KEY_RESP fits a control buffer");
 
+/* ---- parsers (mrl_proto.c: no libfabric object, fuzzed by test/fuzz_proto) */
+
+#include <stddef.h>
+
+/* Why a received control message cannot be used. */
+enum {
+	MRL_CTRL_DROP_FOREIGN,
+	MRL_CTRL_DROP_VERSION,
+	MRL_CTRL_DROP_TYPE,
+	MRL_CTRL_DROP_NKEYS,
+	MRL_CTRL_DROP_SHORT,
+	MRL_CTRL_DROP_NO_AV,		/* the endpoint's, not the message's */
+	MRL_CTRL_DROP_KINDS,
+	MRL_CTRL_OK = MRL_CTRL_DROP_KINDS,
+};
+
+size_t mrl_addr_size(int nrails, size_t rail_addrlen);
+/* 0 when len bytes at addr hold a whole composite address, else -1 */
+int mrl_addr_check(const void *addr, size_t len);
+const void *mrl_addr_rail(const void *addr, int rail);
+const void *mrl_addr_ctrl(const void *addr);
+/* MRL_CTRL_OK when len bytes at msg hold a whole control message of ours,
+ * its sender's address (not checked here) and keys included */
+int mrl_ctrl_msg_check(const void *msg, size_t len);
+
 /* ---- keys ------------------------------------------------------------------ */
 
 /*

@@ -1,0 +1,81 @@
+/*
+ * libFuzzer target for the parsers of what peers send (mrl_proto.c): a
+ * composite address (fi_av_insert, control messages) and a control message.
+ * Whatever the parsers accept is read to its last byte from a copy of
+ * exactly the input's size, so an accepted length beyond the input is an
+ * ASan report; the invariants are also checked by hand.  Run by
+ * test/fuzz.sh for a bounded time, from the seeds in test/fuzz/seeds.hex.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mrl_proto.h"
+
+static volatile uint8_t sink;
+
+static void touch(const uint8_t *p, size_t n)
+{
+	uint8_t x = 0;
+
+	while (n--)
+		x ^= *p++;
+	sink ^= x;
+}
+
+static void check(int ok)
+{
+	if (!ok)
+		abort();
+}
+
+/* Every address an accepted composite address names lies within len. */
+static void read_addr(const uint8_t *buf, size_t len)
+{
+	struct mrl_addr_hdr hdr;
+	const uint8_t *ctrl;
+	int r;
+
+	if (mrl_addr_check(buf, len))
+		return;
+	memcpy(&hdr, buf, sizeof(hdr));
+	for (r = 0; r < hdr.nrails; r++) {
+		const uint8_t *a = mrl_addr_rail(buf, r);
+
+		check(a + hdr.rail_addrlen <= buf + len);
+		touch(a, hdr.rail_addrlen);
+	}
+	ctrl = mrl_addr_ctrl(buf);
+	check(!ctrl || ctrl + hdr.rail_addrlen <= buf + len);
+	if (ctrl)
+		touch(ctrl, hdr.rail_addrlen);
+}
+
+static void read_ctrl(const uint8_t *buf, size_t len)
+{
+	struct mrl_ctrl_msg msg;
+	const uint8_t *keys;
+
+	if (mrl_ctrl_msg_check(buf, len) != MRL_CTRL_OK)
+		return;
+	memcpy(&msg, buf, sizeof(msg));
+	check(msg.nkeys <= MRL_MAX_RAILS);
+	keys = buf + sizeof(msg) + msg.addrlen;
+	check(keys + msg.nkeys * sizeof(uint64_t) <= buf + len);
+	touch(keys, msg.nkeys * sizeof(uint64_t));
+	/* the sender's address, as mrl_av_learn takes it */
+	read_addr(buf + sizeof(msg), msg.addrlen);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t *copy = malloc(size ? size : 1);
+
+	if (!copy)
+		return 0;
+	memcpy(copy, data, size);
+	read_addr(copy, size);
+	read_ctrl(copy, size);
+	free(copy);
+	return 0;
+}
