@@ -86,11 +86,7 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 	size_t nrx = MRL_CTRL_RX_COUNT, i;
 	int ret;
 
-	if (!(dom->rails[0].info->caps & FI_TAGGED) && !ep->ctrl_ep) {
-		MRL_INFO(FI_LOG_EP_CTRL, "core has no FI_TAGGED and no control "
-			 "endpoint: keys reach rail 0 only without FI_MR_RAW\n");
-		return 0;
-	}
+	/* a core without FI_TAGGED always has a control endpoint here */
 	if (!ep->ctrl_ep)
 		nrx += (size_t) (ep->nrails - 1) * MRL_CTRL_RAIL_RX_COUNT;
 	ep->ctrl_nbufs = nrx + MRL_CTRL_TX_COUNT;

@@ -550,13 +550,13 @@ out:
 	return ret;
 }
 
-/* Is name one of the first n of names? */
 static const char *fab_name(const struct fi_info *fi)
 {
 	return fi->fabric_attr && fi->fabric_attr->name ?
 	       fi->fabric_attr->name : "";
 }
 
+/* Is name one of the first n of names? */
 static bool listed(const char *const *names, int n, const char *name)
 {
 	while (n-- > 0)

@@ -73,7 +73,7 @@ static int check_args(struct mrl_ep *ep, const struct msg_args *a)
 			 limit);
 		return -FI_EINVAL;
 	}
-	if (a->tagged && !(ep->domain->rails[0].info->caps & FI_TAGGED)) {
+	if (a->tagged && ep->domain->ctrl_own_ep) {
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "tagged message: the core has no "
 			      "FI_TAGGED\n");
 		return -FI_ENOSYS;
