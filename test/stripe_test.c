@@ -37,6 +37,8 @@ struct fake {
 	int rail_chunks[MRL_MAX_RAILS];
 	int final_posted_with_body_inflight;
 	int spans_iovs;			/* one_iov chunks across two iovs */
+	unsigned char *placed;		/* times each byte completed */
+	int data_posts;			/* chunks posted with the CQ data */
 };
 
 /* Does [off, off + len) lie within one of the op's iovs? */
@@ -74,6 +76,8 @@ static int fake_post(void *owner, struct mrl_chunk *c)
 	if (c->op->one_iov && !within_one_iov(c->op, c->offset, c->len))
 		f->spans_iovs++;
 	f->rail_chunks[c->rail]++;
+	if (c->final && (c->op->flags & FI_REMOTE_CQ_DATA))
+		f->data_posts++;
 	f->posted[f->nposted++] = c;
 	return 0;
 }
@@ -97,7 +101,11 @@ static void complete_at(struct mrl_engine *eng, struct fake *f, int idx,
 {
 	struct mrl_chunk *c = f->posted[idx];
 
+	size_t i;
+
 	f->posted[idx] = f->posted[--f->nposted];
+	for (i = 0; !err && f->placed && i < c->len; i++)
+		f->placed[c->offset + i]++;
 	mrl_engine_chunk_done(eng, c, err);
 }
 
@@ -408,6 +416,167 @@ static void test_iov_slice(void)
 	CHECK(n == 1 && out[0].iov_base == c && out[0].iov_len == 30, "tail");
 }
 
+/* Complete, with err, every chunk in flight on rail (in posting order). */
+static int complete_rail(struct mrl_engine *eng, struct fake *f, int rail,
+			 int err)
+{
+	int i, n = 0;
+
+	for (i = 0; i < f->nposted;) {
+		if (f->posted[i]->rail != rail) {
+			i++;
+			continue;
+		}
+		complete_at(eng, f, i, err);
+		n++;
+	}
+	return n;
+}
+
+static void check_placed(struct fake *f, size_t len)
+{
+	size_t i, bad = 0;
+
+	for (i = 0; i < len; i++)
+		bad += !f->placed[i];
+	CHECK(!bad, "%zu bytes never placed", bad);
+}
+
+/*
+ * The rail layer takes a failed rail out of the op's mask: its chunks that
+ * fail are posted again on the op's other rails, the op completes once,
+ * without error, every byte placed, the CQ data posted once and last.
+ */
+static void test_rail_failure_reissue(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op;
+	struct fake f;
+	size_t len = 8 << 20;
+	int failed, before;
+
+	setup(&eng, &f, 4, 4, 1 << 30);
+	f.covered = calloc(1, len);
+	f.placed = calloc(1, len);
+	init_op(&op, len, FI_REMOTE_CQ_DATA);
+	mrl_op_prepare(&eng, &op, 0xf, 256 << 10);
+	mrl_engine_submit(&eng, &op);
+	CHECK(f.rail_chunks[2] > 0, "rail 2 got no chunk");
+	op.rail_mask &= ~(1u << 2);		/* the rail layer's verdict */
+	before = f.rail_chunks[2];
+	failed = complete_rail(&eng, &f, 2, -FI_EIO);
+	CHECK(failed == before, "%d of %d failed", failed, before);
+	CHECK(f.done_calls == 0, "op done after a rail failed");
+	CHECK(eng.rail[2].reissued == (uint64_t) failed, "reissued %lu",
+	      (unsigned long) eng.rail[2].reissued);
+	drain(&eng, &f, 11);
+	CHECK(f.rail_chunks[2] == before, "rail 2 used after it failed");
+	CHECK(f.done_calls == 1 && f.done_err == 0, "done %d err %d",
+	      f.done_calls, f.done_err);
+	check_placed(&f, len);
+	CHECK(f.data_posts == 1, "CQ data posted %d times", f.data_posts);
+	CHECK(f.final_posted_with_body_inflight == 0, "final before body");
+	CHECK(mrl_engine_idle(&eng), "engine not idle");
+	free(f.covered);
+	free(f.placed);
+	mrl_engine_fini(&eng);
+}
+
+/* An op whose every rail failed completes once, with an error. */
+static void test_no_rail_left(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op, op2;
+	struct fake f;
+
+	setup(&eng, &f, 2, 4, 1 << 30);
+	init_op(&op, 1 << 20, 0);
+	mrl_op_prepare(&eng, &op, 0x3, 256 << 10);
+	mrl_engine_submit(&eng, &op);
+	op.rail_mask = 0x1;
+	complete_rail(&eng, &f, 1, -FI_EIO);
+	op.rail_mask = 0;
+	complete_rail(&eng, &f, 0, -FI_ECONNREFUSED);
+	while (f.nposted)
+		complete_at(&eng, &f, 0, 0);
+	mrl_engine_progress(&eng);
+	CHECK(f.done_calls == 1 && f.done_err, "done %d err %d",
+	      f.done_calls, f.done_err);
+
+	/* an op to a peer with no rail left fails at once */
+	init_op(&op2, 100, 0);
+	mrl_op_prepare(&eng, &op2, 0, 1 << 20);
+	mrl_engine_submit(&eng, &op2);
+	CHECK(f.done_calls == 2 && f.done_err == -FI_EHOSTUNREACH,
+	      "done %d err %d", f.done_calls, f.done_err);
+	CHECK(mrl_engine_idle(&eng), "engine not idle");
+	mrl_engine_fini(&eng);
+}
+
+/*
+ * Chunks stuck on a rail: copied to the other rails, which place the
+ * bytes and let writedata's final chunk go; the op completes only when
+ * the core gave the originals back, whatever their verdict.  The chunk
+ * carrying the CQ data is never copied.
+ */
+static void test_reissue_stuck(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op, op1;
+	struct fake f;
+	size_t len = 4 << 20;
+	int stuck, copies, i;
+
+	setup(&eng, &f, 4, 4, 1 << 30);
+	f.covered = calloc(1, len);
+	f.placed = calloc(1, len);
+	init_op(&op, len, FI_REMOTE_CQ_DATA);
+	mrl_op_prepare(&eng, &op, 0xf, 128 << 10);
+	mrl_engine_submit(&eng, &op);
+	stuck = f.rail_chunks[1];
+	op.rail_mask &= ~(1u << 1);
+	copies = mrl_engine_reissue(&eng, 1);
+	CHECK(copies == stuck, "%d copies of %d stuck", copies, stuck);
+	CHECK(mrl_engine_reissue(&eng, 1) == 0, "copied twice");
+	/* everything but rail 1 completes */
+	for (i = 0; i < 10000 && f.data_posts == 0; i++) {
+		int j;
+
+		for (j = 0; j < f.nposted; j++)
+			if (f.posted[j]->rail != 1)
+				break;
+		if (j < f.nposted)
+			complete_at(&eng, &f, j, 0);
+		mrl_engine_progress(&eng);
+	}
+	CHECK(f.data_posts == 1, "final chunk not posted while orphans stuck");
+	for (i = 0; i < f.nposted; i++)
+		if (f.posted[i]->rail != 1)
+			complete_at(&eng, &f, i--, 0);
+	check_placed(&f, len);
+	CHECK(f.done_calls == 0, "op completed while the core holds chunks");
+	complete_rail(&eng, &f, 1, -FI_EIO);	/* late verdicts: ignored */
+	CHECK(f.done_calls == 1 && f.done_err == 0, "done %d err %d",
+	      f.done_calls, f.done_err);
+
+	/* a single-chunk writedata: never copied */
+	init_op(&op1, 100, FI_REMOTE_CQ_DATA);
+	mrl_op_prepare(&eng, &op1, 0x2, 1 << 20);
+	mrl_engine_submit(&eng, &op1);
+	op1.rail_mask = 0x1;
+	CHECK(mrl_engine_reissue(&eng, 1) == 0, "CQ data chunk copied");
+	complete_rail(&eng, &f, 1, -FI_EIO);	/* the core's verdict */
+	drain(&eng, &f, 12);
+	CHECK(f.done_calls == 2 && f.done_err == 0, "done %d err %d",
+	      f.done_calls, f.done_err);
+	/* posted again once the core said it failed */
+	CHECK(f.data_posts == 3, "CQ data posts %d", f.data_posts);
+	CHECK(mrl_engine_idle(&eng), "engine not idle");
+	free(f.covered);
+	free(f.placed);
+	mrl_engine_fini(&eng);
+}
+
 int main(void)
 {
 	test_chunking();
@@ -419,6 +588,9 @@ int main(void)
 	test_adaptive();
 	test_rails_busy();
 	test_iov_slice();
+	test_rail_failure_reissue();
+	test_no_rail_left();
+	test_reissue_stuck();
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
 }

@@ -24,8 +24,15 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	mrl_list_init(&eng->active);
 	mrl_list_init(&eng->free_chunks);
 
-	/* Credit bounds the chunks in flight, so the pool never runs dry. */
-	eng->pool_size = (size_t) attr->nrails * attr->max_chunks_per_rail;
+	for (i = 0; i < (size_t) attr->nrails; i++)
+		mrl_list_init(&eng->rail[i].chunks);
+
+	/*
+	 * Credit bounds the chunks in flight; as many again are for copies of
+	 * chunks stuck on a failed rail.  A copy is only an optimisation: with
+	 * the pool dry the original keeps its place and its verdict counts.
+	 */
+	eng->pool_size = 2 * (size_t) attr->nrails * attr->max_chunks_per_rail;
 	eng->chunk_pool = calloc(eng->pool_size, sizeof(*eng->chunk_pool));
 	if (!eng->chunk_pool)
 		return -FI_ENOMEM;
@@ -73,9 +80,11 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 	op->chunk_size = chunk_size;
 	op->next_off = 0;
 	op->inflight = 0;
+	op->orphans = 0;
 	op->err = 0;
 	op->final_posted = false;
 	mrl_list_init(&op->link);
+	mrl_list_init(&op->redo);
 
 	/* A single chunk is its own final chunk: it carries the CQ data. */
 	if (op->len <= chunk_size &&
@@ -126,13 +135,72 @@ static bool op_finished(const struct mrl_op *op)
 {
 	if (op->inflight)
 		return false;
-	return op->err || (op->next_off >= op->body_len && op->final_posted);
+	return op->err || (op->next_off >= op->body_len && op->final_posted &&
+			   mrl_list_empty(&op->redo));
+}
+
+static struct mrl_chunk *first_chunk(struct mrl_list *l)
+{
+	return mrl_container_of(l->next, struct mrl_chunk, link);
 }
 
 static void finish_op(struct mrl_engine *eng, struct mrl_op *op)
 {
+	struct mrl_chunk *chunk;
+
+	while (!mrl_list_empty(&op->redo)) {	/* an op that failed */
+		chunk = first_chunk(&op->redo);
+		mrl_list_del(&chunk->link);
+		mrl_list_add_tail(&eng->free_chunks, &chunk->link);
+	}
 	mrl_list_del(&op->link);
 	eng->ops->op_done(eng->owner, op, op->err);
+}
+
+/* The op has chunks to post again: back to the pending list. */
+static void requeue(struct mrl_engine *eng, struct mrl_op *op)
+{
+	mrl_list_del(&op->link);
+	mrl_list_add_tail(&eng->pending, &op->link);
+}
+
+/*
+ * Post chunk (from the free list or the op's redo list) on the op's best
+ * rail: 0, -FI_EAGAIN when no rail takes it now, or the core's error.
+ * post_chunk may narrow the op's rails (a rail that refuses for too long).
+ */
+static int post_chunk(struct mrl_engine *eng, struct mrl_op *op,
+		      struct mrl_chunk *chunk)
+{
+	struct mrl_rail_credit *rc;
+	int rail, ret;
+
+	for (;;) {
+		rail = pick_rail(eng, op->rail_mask, chunk->len);
+		if (rail < 0)
+			return -FI_EAGAIN;
+		chunk->rail = rail;
+		ret = eng->ops->post_chunk(eng->owner, chunk);
+		if (ret == -FI_EAGAIN) {
+			eng->blocked |= 1u << rail;
+			continue;
+		}
+		rc = &eng->rail[rail];
+		if (ret) {
+			rc->errors++;
+			op->err = ret;
+			return ret;
+		}
+		mrl_list_del(&chunk->link);
+		mrl_list_add_tail(&rc->chunks, &chunk->link);
+		eng->busy |= 1u << rail;
+		rc->inflight++;
+		rc->inflight_bytes += chunk->len;
+		rc->chunks_posted++;
+		rc->bytes_posted += chunk->len;
+		op->inflight++;
+		return 0;
+	}
 }
 
 /* Returns 0 when posted, -FI_EAGAIN when no rail or chunk is available. */
@@ -140,42 +208,16 @@ static int post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
 		    size_t len, bool final)
 {
 	struct mrl_chunk *chunk;
-	int rail, ret;
 
-	for (;;) {
-		if (mrl_list_empty(&eng->free_chunks))
-			return -FI_EAGAIN;
-		rail = pick_rail(eng, op->rail_mask, len);
-		if (rail < 0)
-			return -FI_EAGAIN;
-
-		chunk = mrl_container_of(eng->free_chunks.next,
-					 struct mrl_chunk, link);
-		chunk->op = op;
-		chunk->offset = off;
-		chunk->len = len;
-		chunk->rail = rail;
-		chunk->final = final;
-
-		ret = eng->ops->post_chunk(eng->owner, chunk);
-		if (ret == -FI_EAGAIN) {
-			eng->blocked |= 1u << rail;
-			continue;
-		}
-		if (ret) {
-			eng->rail[rail].errors++;
-			op->err = ret;
-			return ret;
-		}
-		mrl_list_del(&chunk->link);
-		eng->busy |= 1u << rail;
-		eng->rail[rail].inflight++;
-		eng->rail[rail].inflight_bytes += len;
-		eng->rail[rail].chunks_posted++;
-		eng->rail[rail].bytes_posted += len;
-		op->inflight++;
-		return 0;
-	}
+	if (mrl_list_empty(&eng->free_chunks))
+		return -FI_EAGAIN;
+	chunk = first_chunk(&eng->free_chunks);
+	chunk->op = op;
+	chunk->offset = off;
+	chunk->len = len;
+	chunk->final = final;
+	chunk->orphan = false;
+	return post_chunk(eng, op, chunk);
 }
 
 /* Post what the op's rails accept; true when nothing is left to post. */
@@ -183,6 +225,12 @@ static bool progress_op(struct mrl_engine *eng, struct mrl_op *op)
 {
 	size_t len;
 
+	if (!op->rail_mask && !op->err)
+		op->err = -FI_EHOSTUNREACH;	/* every rail it had failed */
+	while (!op->err && !mrl_list_empty(&op->redo)) {
+		if (post_chunk(eng, op, first_chunk(&op->redo)))
+			return !!op->err;
+	}
 	while (!op->err && op->next_off < op->body_len) {
 		len = op->body_len - op->next_off;
 		if (len > op->chunk_size)
@@ -195,8 +243,10 @@ static bool progress_op(struct mrl_engine *eng, struct mrl_op *op)
 	}
 	if (op->err || op->final_posted)
 		return true;
-	if (op->inflight)
-		return false;	/* final chunk waits for the whole body */
+	/* the final chunk waits for the whole body (copies placed it when an
+	 * orphan is all that is left) */
+	if (op->inflight > op->orphans)
+		return false;
 	if (post_one(eng, op, op->body_len, op->len - op->body_len, true))
 		return !!op->err;
 	op->final_posted = true;
@@ -236,21 +286,97 @@ void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
 {
 	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
 	struct mrl_op *op = chunk->op;
+	bool rail_left = !(op->rail_mask & (1u << chunk->rail));
 
 	if (!--rc->inflight)
 		eng->busy &= ~(1u << chunk->rail);
 	rc->inflight_bytes -= chunk->len;
+	rc->completions++;
+	mrl_list_del(&chunk->link);
+	op->inflight--;
 	if (err)
 		rc->errors++;
-	else
+	else if (!chunk->orphan)
 		rc->bytes_completed += chunk->len;
-	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
 
-	op->inflight--;
-	if (err && !op->err)
+	if (chunk->orphan) {
+		op->orphans--;		/* its copy carries its bytes */
+	} else if (err && rail_left && op->rail_mask && !op->err) {
+		/* failed on a rail the op has left: post it on another */
+		rc->reissued++;
+		mrl_list_add_tail(&op->redo, &chunk->link);
+		requeue(eng, op);
+		return;
+	} else if (err && !op->err) {
 		op->err = err;
+	}
+	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
 	if (op_finished(op))
 		finish_op(eng, op);
+}
+
+/* Chunks carrying remote CQ data are never copied: see mrl_engine_reissue. */
+static bool carries_data(const struct mrl_chunk *chunk)
+{
+	return chunk->final && (chunk->op->flags & FI_REMOTE_CQ_DATA);
+}
+
+int mrl_engine_reissue(struct mrl_engine *eng, int rail)
+{
+	struct mrl_list *cur;
+	struct mrl_chunk *chunk, *copy;
+	struct mrl_op *op;
+	int n = 0;
+
+	for (cur = eng->rail[rail].chunks.next; cur != &eng->rail[rail].chunks;
+	     cur = cur->next) {
+		chunk = mrl_container_of(cur, struct mrl_chunk, link);
+		op = chunk->op;
+		if (chunk->orphan || carries_data(chunk) || op->err ||
+		    (op->rail_mask & (1u << rail)) || !op->rail_mask)
+			continue;
+		if (mrl_list_empty(&eng->free_chunks))
+			break;
+		copy = first_chunk(&eng->free_chunks);
+		mrl_list_del(&copy->link);
+		copy->op = op;
+		copy->offset = chunk->offset;
+		copy->len = chunk->len;
+		copy->final = chunk->final;
+		copy->orphan = false;
+		mrl_list_add_tail(&op->redo, &copy->link);
+		chunk->orphan = true;
+		op->orphans++;
+		eng->rail[rail].reissued++;
+		requeue(eng, op);
+		n++;
+	}
+	return n;
+}
+
+void mrl_engine_for_each_op(struct mrl_engine *eng,
+			    void (*fn)(struct mrl_op *op, void *arg),
+			    void *arg)
+{
+	struct mrl_list *lists[2] = { &eng->pending, &eng->active }, *cur;
+	int i;
+
+	for (i = 0; i < 2; i++)
+		for (cur = lists[i]->next; cur != lists[i]; cur = cur->next)
+			fn(mrl_container_of(cur, struct mrl_op, link), arg);
+}
+
+void mrl_engine_for_each_chunk(struct mrl_engine *eng, int rail,
+			       void (*fn)(struct mrl_chunk *chunk, void *arg),
+			       void *arg)
+{
+	struct mrl_list *cur, *next;
+
+	for (cur = eng->rail[rail].chunks.next; cur != &eng->rail[rail].chunks;
+	     cur = next) {
+		next = cur->next;
+		fn(mrl_container_of(cur, struct mrl_chunk, link), arg);
+	}
 }
 
 void mrl_engine_for_each_pending(struct mrl_engine *eng,

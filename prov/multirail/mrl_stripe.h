@@ -8,6 +8,14 @@
  * it has credit (chunks and bytes in flight below its limits), so a rail
  * that drains faster is given more of the operation (adaptive scheduling),
  * and a rail that said -FI_EAGAIN is simply retried on the next progress.
+ *
+ * Failure.  The rail layer decides which rails an op may still use (its
+ * rail_mask) and takes a failed rail out of it.  A chunk that fails on a
+ * rail the op may no longer use is posted again on another; only an op
+ * with no rail left fails.  A chunk stuck on such a rail is copied to
+ * another (mrl_engine_reissue): the copy places the bytes, and the op
+ * still completes only once the core gave back every chunk it was handed,
+ * because until then the core may read or write the user's buffer.
  */
 #ifndef MRL_STRIPE_H
 #define MRL_STRIPE_H
@@ -74,7 +82,10 @@ struct mrl_chunk {
 	size_t len;
 	int rail;
 	bool final;			/* carries the op's remote CQ data */
-	struct mrl_list link;		/* free list */
+	bool orphan;			/* copied elsewhere: its outcome no
+					 * longer counts, only its return */
+	struct mrl_list link;		/* free list, its rail's in-flight
+					 * list, or its op's redo list */
 };
 
 struct mrl_op {
@@ -107,7 +118,9 @@ struct mrl_op {
 	bool final_posted;
 
 	size_t next_off;		/* next body byte to hand out */
-	uint32_t inflight;
+	uint32_t inflight;		/* chunks the core holds, orphans too */
+	uint32_t orphans;
+	struct mrl_list redo;		/* chunks to post again elsewhere */
 	int err;
 	struct mrl_list link;
 };
@@ -119,6 +132,9 @@ struct mrl_rail_credit {
 	uint64_t bytes_posted;
 	uint64_t bytes_completed;
 	uint64_t errors;
+	uint64_t completions;		/* chunks returned, for stall watch */
+	uint64_t reissued;		/* chunks posted again elsewhere */
+	struct mrl_list chunks;		/* in flight here */
 };
 
 struct mrl_engine_ops {
@@ -164,7 +180,10 @@ void mrl_engine_fini(struct mrl_engine *eng);
  */
 void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 		    uint32_t rail_mask, size_t chunk_size);
-/* Queue the op and post what credit allows.  Never fails. */
+/*
+ * Queue the op and post what credit allows.  Never fails; an op whose
+ * rail_mask is 0 completes at once with -FI_EHOSTUNREACH.
+ */
 void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op);
 /* Post queued chunks while rails have credit. */
 void mrl_engine_progress(struct mrl_engine *eng);
@@ -172,6 +191,26 @@ void mrl_engine_progress(struct mrl_engine *eng);
 void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
 			   int err);
 bool mrl_engine_idle(const struct mrl_engine *eng);
+
+/*
+ * Call fn on every op not finished yet (pending or in flight); fn may
+ * narrow op->rail_mask, to take failed rails away from it.
+ */
+void mrl_engine_for_each_op(struct mrl_engine *eng,
+			    void (*fn)(struct mrl_op *op, void *arg),
+			    void *arg);
+/* Call fn on every chunk in flight on rail. */
+void mrl_engine_for_each_chunk(struct mrl_engine *eng, int rail,
+			       void (*fn)(struct mrl_chunk *chunk, void *arg),
+			       void *arg);
+/*
+ * The chunks in flight on rail whose op may no longer use it are copied
+ * to the op's other rails; the originals become orphans.  Chunks carrying
+ * remote CQ data are not copied (the target would see the data twice if
+ * the original landed after all): they wait for the core's verdict.
+ * Returns the number copied.
+ */
+int mrl_engine_reissue(struct mrl_engine *eng, int rail);
 
 /* True when every rail of mask already has a chunk in flight. */
 static inline bool mrl_engine_rails_busy(const struct mrl_engine *eng,
