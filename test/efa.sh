@@ -50,6 +50,20 @@ FI_EFA_EMU_EAGAIN_EVERY=7 FI_EFA_EMU_EAGAIN_BURST=3 FI_EFA_EMU_DELAY_US=300 \
 	rma -o all -S 1048576 -W 8 -A
 # bad input, refused as over tcp
 FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm run ./test/badinput_test
+# Rail failure (docs/reliability.md), NIC 82 is rail 3.  Its transmits fail
+# for 1.5 s after its 50th: the failed chunks go to the other rails, every
+# op succeeds, and a probe brings the rail back.
+FI_EFA_EMU_FAIL_NIC=82 FI_EFA_EMU_FAIL_AFTER=50 FI_EFA_EMU_FAIL_MS=1500 \
+	rma -o all -S 16777216 -W 8 -H 3:rejoin
+# It stalls for 2.5 s (completions held): after the 300 ms deadline its
+# chunks are copied elsewhere; it rejoins once the stall ends.
+FI_EFA_EMU_FAIL_NIC=82 FI_EFA_EMU_FAIL_AFTER=50 FI_EFA_EMU_FAIL_MS=2500 \
+	FI_EFA_EMU_FAIL_MODE=stall FI_MULTIRAIL_RAIL_TIMEOUT_MS=300 \
+	rma -o all -S 16777216 -W 8 -H 3:rejoin
+# It never comes back: the run completes on three rails.
+FI_EFA_EMU_FAIL_NIC=82 FI_EFA_EMU_FAIL_AFTER=50 rma -o all -S 16777216 -W 8 -H 3
+# The target dies: every op to it comes back, with an error, in bounded time.
+rma -K
 
 # Locality: NICs of GPU 0 (node 0) and of GPU 4 (node 1) in test/topo's
 # p5.xml; host memory on node 0 goes over GPU 0's four.

@@ -33,3 +33,8 @@ FI_MULTIRAIL_RAILS=$rails32 FI_MULTIRAIL_STRIPE_MIN=2048 \
 for rails in lo lo,lo,lo,lo; do
 	FI_MULTIRAIL_RAILS=$rails run -o atomic -S 4096 -W 16
 done
+# A target killed (SIGKILL) with writes in flight: every write comes back
+# within a bound, with an error once the death is seen, and later writes
+# fail (docs/reliability.md); over tcp;ofi_rxm and over net (1.x).
+FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -K
+FI_PROVIDER="multirail;tcp" FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -K

@@ -21,6 +21,13 @@
  *            [-F] (write, writev: the writes' completion is announced by
  *            a 0-byte fi_inject_writedata on rail 0, and the target
  *            checks every byte when its CQ entry arrives)
+ *            [-H rail[:rejoin]] (that rail fails, through the caller's
+ *            fault knobs: by the end it must have been taken out of
+ *            service and its chunks re-issued elsewhere, and with
+ *            :rejoin be back in service; every op must still succeed)
+ *            [-K] (the target is killed with SIGKILL after one op: every
+ *            write posted before and after must complete, with an error
+ *            once the death is seen, or be refused, within a bound)
  *   rma_test -o atomic [-W window]: sums, fetch-and-add, compare-and-swap
  *            (hit and miss), inject and atomic read on an array of
  *            uint64, results and the target's memory checked.
@@ -30,6 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,6 +324,9 @@ static size_t slot(const struct plan *p)
 	return (p->size + p->offset + 63) & ~(size_t) 63;
 }
 
+static int health_rail = -1, health_rejoin;	/* -H */
+#define NO_RAILS_UP_CHECK	(~0ull)
+
 /* Core RMA ops posted so far (sum over rails), with per-rail bytes. */
 static uint64_t core_ops(uint64_t *rail_bytes, int *nrails)
 {
@@ -349,6 +360,8 @@ static void check_core_ops(const struct plan *p, uint64_t before)
 	if (!mrl_ops)
 		return;
 	ops = core_ops(NULL, NULL) - before;
+	if (health_rail >= 0)
+		max += 64 * (uint64_t) p->window;	/* chunks posted again */
 	if (ops > max)
 		die("%s size %zu x %d: %lu core ops, at most %lu expected",
 		    op_name[p->op], p->size, p->window, (unsigned long) ops,
@@ -828,7 +841,7 @@ static void check_rails_up_received(uint64_t sent_mask)
 	double end = now() + 5;
 	int r, n, bad;
 
-	if (!mrl_ops)
+	if (!mrl_ops || sent_mask == NO_RAILS_UP_CHECK)
 		return;
 	n = mrl_ops->rail_count(ep);
 	do {
@@ -891,6 +904,38 @@ static uint64_t rails_up_sent(void)
 			mask |= 1ull << r;
 	}
 	return mask;
+}
+
+/*
+ * -H: the failing rail was taken out of service, its chunks went to other
+ * rails, and (with :rejoin) a probe brought it back, within 10 s of the
+ * last op (probes back off up to 32 x FI_MULTIRAIL_PROBE_MS).
+ */
+static void check_health(void)
+{
+	struct fi_multirail_rail_stats st;
+	double end = now() + 10;
+
+	if (!mrl_ops)
+		die("-H needs multirail");
+	do {
+		fi_cq_read(cq, NULL, 0);
+		CHK(mrl_ops->rail_stats(ep, health_rail, &st));
+	} while (health_rejoin && st.state != FI_MULTIRAIL_RAIL_UP &&
+		 now() < end);
+	printf("rail %d: state %d, %lu down(s), %lu rejoin(s), %lu probe(s), "
+	       "%lu chunk(s) re-issued, %lu error(s), %d peer(s) down\n",
+	       health_rail, st.state, (unsigned long) st.downs,
+	       (unsigned long) st.rejoins, (unsigned long) st.probes,
+	       (unsigned long) st.reissued, (unsigned long) st.errors,
+	       st.peers_down);
+	if (!st.downs || !st.reissued)
+		die("rail %d was never taken out of service", health_rail);
+	if (health_rejoin && (st.state != FI_MULTIRAIL_RAIL_UP ||
+			      !st.rejoins || st.peers_down))
+		die("rail %d did not rejoin", health_rail);
+	if (!health_rejoin && st.state == FI_MULTIRAIL_RAIL_UP)
+		die("rail %d is up again, but its fault lasts", health_rail);
 }
 
 static void check_all_rails_used(void)
@@ -993,8 +1038,12 @@ static void run_initiator(const int *ops, int nops, size_t max_size,
 			       now() - t0);
 		}
 	}
+	/* while the target still progresses: probes need its answer */
+	if (health_rail >= 0)
+		check_health();
 	memset(&p, 0, sizeof(p));
-	p.seed = rails_up_sent();
+	/* a failing rail may lose its RAIL_UP */
+	p.seed = health_rail >= 0 ? NO_RAILS_UP_CHECK : rails_up_sent();
 	xsend(&p, sizeof(p));
 	if (all_rails)
 		check_all_rails_used();
@@ -1035,17 +1084,112 @@ static void teardown(void)
 	free(buf);
 }
 
+/*
+ * -K: 16 writes in flight, the target killed, 16 more, then 16 more after
+ * the first error completion.  Every op must come back exactly once within
+ * PEER_DEATH_S of its post (an error, or success for what the core had
+ * sent before it saw the death), and once an error was seen every later
+ * post must fail or complete with an error.
+ */
+#define PEER_DEATH_S	20
+
+static int post_write_or_fail(size_t size, void *ctx)
+{
+	double end = now() + PEER_DEATH_S;
+	ssize_t r;
+
+	do {
+		r = fi_write(ep, buf, size, fi_mr_desc(mr), peer, peer_addr,
+			     peer_key, ctx);
+		if (r == -FI_EAGAIN)
+			fi_cq_read(cq, NULL, 0);
+	} while (r == -FI_EAGAIN && now() < end);
+	if (r == -FI_EAGAIN)
+		die("a write to a dead peer refused for %d s", PEER_DEATH_S);
+	return r ? 0 : 1;	/* posted: a completion will come */
+}
+
+/* Reap until every posted op came back; returns errors seen. */
+static int reap(char *seen, int n, int posted, int *errs_after, int first)
+{
+	double end = now() + PEER_DEATH_S;
+	struct fi_cq_err_entry err;
+	struct fi_cq_entry e;
+	int got = 0, errs = 0;
+	ssize_t r;
+	char *c;
+
+	while (got < posted) {
+		r = fi_cq_read(cq, &e, 1);
+		if (r == -FI_EAGAIN) {
+			if (now() > end)
+				die("%d of %d ops to a dead peer never "
+				    "completed", posted - got, posted);
+			continue;
+		}
+		if (r == -FI_EAVAIL) {
+			memset(&err, 0, sizeof(err));
+			CHK(fi_cq_readerr(cq, &err, 0) == 1 ? 0 : -1);
+			c = err.op_context;
+			errs++;
+		} else if (r == 1) {
+			c = e.op_context;
+			if (first < 0 && errs_after)
+				(*errs_after)++;	/* success after an error */
+		} else {
+			die("fi_cq_read %zd", r);
+		}
+		if (c < seen || c >= seen + n || *c)
+			die("a completion with a foreign or repeated context");
+		*c = 1;
+		got++;
+	}
+	return errs;
+}
+
+static void run_peer_death(pid_t target)
+{
+	enum { N = 16 };
+	static char seen[3 * N];
+	int posted = 0, errs, late_ok = 0, i;
+	size_t size = 1 << 20;
+	double t0;
+
+	for (i = 0; i < N; i++)
+		posted += post_write_or_fail(size, &seen[i]);
+	kill(target, SIGKILL);
+	waitpid(target, NULL, 0);
+	t0 = now();
+	for (; i < 2 * N; i++)
+		posted += post_write_or_fail(size, &seen[i]);
+	errs = reap(seen, 2 * N, posted, NULL, 0);
+	if (!errs)
+		die("no error completion after the peer died");
+	printf("peer killed: %d of %d writes posted, %d failed, all back in "
+	       "%.2fs\n", posted, 2 * N, errs, now() - t0);
+	/* the death is known now: later writes fail, none succeeds */
+	t0 = now();
+	posted = 0;
+	for (; i < 3 * N; i++)
+		posted += post_write_or_fail(size, &seen[i]);
+	errs = reap(seen + 2 * N, N, posted, &late_ok, -1);
+	if (late_ok)
+		die("%d writes to a dead peer succeeded", late_ok);
+	printf("after: %d of %d writes posted, all failed, in %.2fs\n",
+	       posted, N, now() - t0);
+}
+
 int main(int argc, char **argv)
 {
 	int ops[5] = { 0, 1, 2, 3, OP_INJECT }, nops = 5, window = 16, raw = 0;
 	int c;
-	int iters = 1, sv[2], status, all_rails = 0;
+	int iters = 1, sv[2], status, all_rails = 0, peer_death = 0;
 	char *netns = NULL, *target_env[8];
 	int ntarget_env = 0;
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:F")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:K")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -1090,13 +1234,20 @@ int main(int argc, char **argv)
 		case 'F':
 			flag_mode = 1;
 			break;
+		case 'K':
+			peer_death = 1;
+			break;
+		case 'H':
+			health_rail = atoi(optarg);
+			health_rejoin = !!strstr(optarg, ":rejoin");
+			break;
 		case 'L':
 			expect_rails = strtoul(optarg, NULL, 16);
 			if (!expect_rails)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin]] [-K]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
@@ -1117,6 +1268,16 @@ int main(int argc, char **argv)
 	alarm(600);
 	setup(raw);
 	exchange_keys(raw);
+	if (pid && peer_death) {
+		struct plan p = { .op = 0, .size = 4096, .window = 1 };
+
+		p.seed = (uint64_t) rand() << 8 | 1ULL << 31;
+		initiator_case(&p);	/* the rails are up and keys known */
+		run_peer_death(pid);
+		teardown();
+		printf("PASS\n");
+		return 0;
+	}
 	if (pid) {
 		run_initiator(ops, nops, max_size, window, iters, all_rails);
 		teardown();

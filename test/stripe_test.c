@@ -577,6 +577,54 @@ static void test_reissue_stuck(void)
 	mrl_engine_fini(&eng);
 }
 
+static bool match_any(const struct mrl_op *op, void *arg)
+{
+	(void) op;
+	(void) arg;
+	return true;
+}
+
+/*
+ * A peer that died: its ops fail at once although the core holds their
+ * chunks; the rails get their credit back, and the chunks' late return
+ * changes nothing.
+ */
+static void test_fail_ops_abandon(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op;
+	struct fake f;
+	struct mrl_chunk *held[MAX_POSTED];
+	int n, i;
+
+	setup(&eng, &f, 4, 4, 1 << 30);
+	init_op(&op, 8 << 20, 0);
+	mrl_op_prepare(&eng, &op, 0xf, 256 << 10);
+	mrl_engine_submit(&eng, &op);
+	n = f.nposted;
+	CHECK(n == 16, "%d chunks in flight", n);
+	memcpy(held, f.posted, n * sizeof(held[0]));
+	f.nposted = 0;
+	mrl_engine_fail_ops(&eng, match_any, NULL, -FI_EHOSTUNREACH);
+	CHECK(f.done_calls == 1 && f.done_err == -FI_EHOSTUNREACH,
+	      "done %d err %d", f.done_calls, f.done_err);
+	CHECK(!eng.busy && !eng.rail[0].inflight, "credit kept");
+	CHECK(mrl_engine_idle(&eng), "engine not idle");
+	for (i = 0; i < n; i++)
+		mrl_engine_chunk_done(&eng, held[i], i & 1 ? -FI_EIO : 0);
+	CHECK(f.done_calls == 1, "done %d after the late returns",
+	      f.done_calls);
+	/* the pool is whole again: a full window fits */
+	init_op(&op, 8 << 20, 0);
+	mrl_op_prepare(&eng, &op, 0xf, 256 << 10);
+	mrl_engine_submit(&eng, &op);
+	CHECK(f.nposted == 16, "%d posted after", f.nposted);
+	drain(&eng, &f, 13);
+	CHECK(f.done_calls == 2 && f.done_err == 0, "done %d err %d",
+	      f.done_calls, f.done_err);
+	mrl_engine_fini(&eng);
+}
+
 int main(void)
 {
 	test_chunking();
@@ -591,6 +639,7 @@ int main(void)
 	test_rail_failure_reissue();
 	test_no_rail_left();
 	test_reissue_stuck();
+	test_fail_ops_abandon();
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
 }

@@ -16,7 +16,14 @@
 extern "C" {
 #endif
 
-#define FI_MULTIRAIL_EP_OPS "multirail_ep_ops_v2"
+#define FI_MULTIRAIL_EP_OPS "multirail_ep_ops_v3"
+
+/* fi_multirail_rail_stats.state */
+enum {
+	FI_MULTIRAIL_RAIL_UP,
+	FI_MULTIRAIL_RAIL_DOWN,		/* out of service for some peer */
+	FI_MULTIRAIL_RAIL_PROBING,	/* and a probe is in flight */
+};
 
 struct fi_multirail_rail_stats {
 	char domain[64];	/* the core domain (NIC) of this rail */
@@ -26,6 +33,14 @@ struct fi_multirail_rail_stats {
 	uint64_t errors;
 	uint64_t ctrl_sent;	/* control messages sent on this rail */
 	uint64_t ctrl_received;
+	/* v3: health */
+	int state;		/* FI_MULTIRAIL_RAIL_* */
+	int peers_down;		/* peers it is out of service for */
+	uint64_t downs;		/* times taken out of service */
+	uint64_t rejoins;	/* times a probe brought it back */
+	uint64_t probes;	/* probes posted */
+	uint64_t reissued;	/* chunks that failed or stuck here and
+				 * went to other rails */
 };
 
 struct fi_multirail_ep_ops {

@@ -79,6 +79,8 @@ struct mrl_params {
 	char *topo_xml;		/* hwloc XML instead of this host */
 	int rails_per_gpu;	/* 0: every rail of the closest class */
 	int max_learned;	/* peers known only from control messages */
+	int rail_timeout_ms;	/* a rail stuck this long is out; 0: never */
+	int probe_ms;		/* first probe of a failed rail after */
 };
 extern struct mrl_params mrl_params;
 
@@ -96,6 +98,7 @@ enum mrl_req_kind {
 	MRL_REQ_CTRL_TX,
 	MRL_REQ_BOUNCE,			/* a control buffer carrying an inject */
 	MRL_REQ_FENCE,
+	MRL_REQ_PROBE,			/* is a failed rail back? mrl_health.c */
 };
 
 struct mrl_req_hdr {
@@ -263,8 +266,25 @@ struct mrl_peer_fence {
 	struct mrl_fence req[MRL_MAX_RAILS];
 };
 
+/* A peer with a rail out of service (mrl_health.c); NULL while healthy. */
+struct mrl_peer_health {
+	struct mrl_ep *ep;		/* probes, and keeps the counts */
+	uint32_t probing;		/* rails with a probe in flight */
+	uint8_t probe_shift[MRL_MAX_RAILS];	/* back-off doublings */
+	uint64_t probe_at_ns[MRL_MAX_RAILS];
+	struct {
+		uint64_t addr, key;
+		bool read, set;
+	} target[MRL_MAX_RAILS];	/* where a probe goes */
+	struct mrl_fence req[MRL_MAX_RAILS];
+};
+
 struct mrl_peer {
 	struct mrl_peer_fence fence;
+	uint32_t rails_down;		/* out of service for this peer */
+	struct mrl_peer_health *health;
+	uint32_t refused_rails;		/* core said -FI_EAGAIN, since: */
+	uint64_t refused_since_ns;
 	int nrails;			/* rails of the peer we can reach */
 	int peer_nrails;		/* rails the peer has */
 	bool partial;			/* full address not learned yet */
@@ -419,6 +439,10 @@ struct mrl_ep_rail {
 	uint64_t tx_ops, tx_bytes;	/* per-rail counters */
 	uint64_t ctrl_sent, ctrl_received;
 	struct fid_mr *ctrl_mr;		/* control buffers, FI_MR_LOCAL cores */
+	/* health (mrl_health.c) */
+	uint64_t watch_completions, watch_since_ns;
+	int peers_down;			/* peers this rail is out for */
+	uint64_t downs, probes, rejoins;
 };
 
 struct mrl_ep {
@@ -463,6 +487,10 @@ struct mrl_ep {
 	bool enable_failed;		/* with receives posted: close only */
 	bool in_progress;
 	bool want_src;			/* FI_SOURCE: cores' sources wanted */
+	uint64_t now_ns;		/* the clock at the last health tick */
+	int health_ticks;		/* progress calls since */
+	int sick_peers;			/* peers with a rail down we probe */
+	bool unreachable_due;		/* a peer lost its last rail */
 };
 
 int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
@@ -545,6 +573,20 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						struct mrl_peer *peer,
 						uint64_t key);
 void mrl_peer_free(struct mrl_peer *peer);
+
+/* ---- rail and peer health (mrl_health.c) ------------------------------- */
+
+void mrl_health_chunk_failed(struct mrl_ep *ep, struct mrl_chunk *chunk,
+			     int err);
+void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
+void mrl_health_note_target(struct mrl_peer *peer, int nrails,
+			    const uint64_t *keys, uint64_t addr, bool read);
+void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,
+			   int err);
+void mrl_health_tick(struct mrl_ep *ep);
+void mrl_health_fail_unreachable(struct mrl_ep *ep);
+int mrl_health_rail_state(const struct mrl_ep *ep, int rail);
+void mrl_health_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
 
 /* ---- locality (mrl_locality.c) ------------------------------------------ */
 

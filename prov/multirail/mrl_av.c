@@ -44,6 +44,7 @@ void mrl_peer_free(struct mrl_peer *peer)
 			free(e);
 		}
 	}
+	free(peer->health);
 	free(peer->addr);
 	free(peer);
 }

@@ -508,6 +508,7 @@ static int mrl_ep_close(struct fid *fid)
 		for (i = 0; i < (int) ep->av->nall; i++) {
 			mrl_fence_forget_ep(ep, ep->av->all[i]);
 			mrl_ctrl_forget_ep(ep, ep->av->all[i]);
+			mrl_health_forget_ep(ep, ep->av->all[i]);
 		}
 		if (ep->av->ep == ep)
 			ep->av->ep = NULL;
@@ -564,13 +565,32 @@ static int ext_rail_stats(struct fid_ep *ep_fid, int rail,
 	stats->tx_bytes = ep->rails[rail].tx_bytes;
 	stats->ctrl_sent = ep->rails[rail].ctrl_sent;
 	stats->ctrl_received = ep->rails[rail].ctrl_received;
+	stats->peers_down = ep->rails[rail].peers_down;
+	stats->downs = ep->rails[rail].downs;
+	stats->rejoins = ep->rails[rail].rejoins;
+	stats->probes = ep->rails[rail].probes;
 	if (ep->enabled) {
 		rc = &ep->engine.rail[rail];
 		stats->bytes_completed = rc->bytes_completed;
 		stats->errors = rc->errors;
+		stats->reissued = rc->reissued;
+		stats->state = mrl_health_rail_state(ep, rail);
 	}
 	mrl_unlock(ep->domain);
 	return 0;
+}
+
+/* The v2 statistics: the v3 structure's beginning. */
+static int ext_rail_stats_v2(struct fid_ep *ep_fid, int rail,
+			     struct fi_multirail_rail_stats *stats)
+{
+	struct fi_multirail_rail_stats all;
+	int ret = ext_rail_stats(ep_fid, rail, &all);
+
+	if (!ret)
+		memcpy(stats, &all, offsetof(struct fi_multirail_rail_stats,
+					     state));
+	return ret;
 }
 
 static struct fi_multirail_ep_ops mrl_ext_ops = {
@@ -579,13 +599,24 @@ static struct fi_multirail_ep_ops mrl_ext_ops = {
 	.rail_stats = ext_rail_stats,
 };
 
+static struct fi_multirail_ep_ops mrl_ext_ops_v2 = {
+	.size = sizeof(struct fi_multirail_ep_ops),
+	.rail_count = ext_rail_count,
+	.rail_stats = ext_rail_stats_v2,
+};
+
 static int mrl_ep_ops_open(struct fid *fid, const char *name, uint64_t flags,
 			   void **ops, void *context)
 {
-	if (!name || strcmp(name, FI_MULTIRAIL_EP_OPS))
-		return -FI_ENOSYS;
-	*ops = &mrl_ext_ops;
-	return 0;
+	if (name && !strcmp(name, FI_MULTIRAIL_EP_OPS)) {
+		*ops = &mrl_ext_ops;
+		return 0;
+	}
+	if (name && !strcmp(name, "multirail_ep_ops_v2")) {
+		*ops = &mrl_ext_ops_v2;
+		return 0;
+	}
+	return -FI_ENOSYS;
 }
 
 static struct fi_ops mrl_ep_fi_ops = {

@@ -868,6 +868,16 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	  "Most peers an endpoint's AV learns from control messages alone "
 	  "(peers that were not inserted; about 11 KB each): beyond, their "
 	  "messages are dropped and ops to them stay on rail 0" },
+	{ "rail_timeout_ms", FI_PARAM_INT, &mrl_params.rail_timeout_ms,
+	  3000, 0,
+	  "A rail that holds chunks and completes none, or refuses every "
+	  "post to a peer, for this long is taken out of service for that "
+	  "peer and its chunks go to the other rails; 0: only the core's "
+	  "errors take a rail out" },
+	{ "probe_ms", FI_PARAM_INT, &mrl_params.probe_ms, 200, 1,
+	  "A failed rail is probed this long after it failed, then at "
+	  "doubling intervals up to 32 times this; it rejoins when a probe "
+	  "completes" },
 	{ "gpu", FI_PARAM_INT, NULL, 0, 0,
 	  "The GPU this process uses, for the order of fi_getinfo's "
 	  "entries (default: CUDA's current device, for FI_HMEM users)." },

@@ -6,6 +6,7 @@
  *   MRL_REQ_MSG      a message passed through on rail 0: mrl_msg.c
  *   MRL_REQ_CTRL_*   the control channel: mrl_ctrl.c
  *   MRL_REQ_FENCE    a rail flush before a send: mrl_fence.c
+ *   MRL_REQ_PROBE    is a failed rail back: mrl_health.c
  * and no context at all is a remote event (CQ data of a peer's write).
  * Then the control backlog and the engine get their turn: chunks waiting
  * for credit go out as the completions above return it.  User operations
@@ -92,6 +93,9 @@ static void dispatch(struct mrl_ep *ep, int rail,
 	}
 	switch (hdr->kind) {
 	case MRL_REQ_CHUNK:
+		if (err)
+			mrl_health_chunk_failed(ep, (struct mrl_chunk *) hdr,
+						err);
 		mrl_engine_chunk_done(&ep->engine, (struct mrl_chunk *) hdr,
 				      err);
 		break;
@@ -110,6 +114,9 @@ static void dispatch(struct mrl_ep *ep, int rail,
 		break;
 	case MRL_REQ_FENCE:
 		mrl_fence_done(ep, (struct mrl_fence *) hdr, err);
+		break;
+	case MRL_REQ_PROBE:
+		mrl_health_probe_done(ep, (struct mrl_fence *) hdr, err);
 		break;
 	default:
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: completion with "
@@ -224,11 +231,14 @@ void mrl_ep_progress(struct mrl_ep *ep)
 		return;
 	ep->in_progress = true;
 	progress_rails(ep);
+	mrl_health_tick(ep);
 	if (ep->av && ep->av->hello_due)
 		mrl_ctrl_hello_partial(ep);
 	if (ep->ctrl_backlog)
 		mrl_ctrl_progress(ep);
 	mrl_engine_progress(&ep->engine);
+	if (ep->unreachable_due)
+		mrl_health_fail_unreachable(ep);
 	ep->in_progress = false;
 }
 

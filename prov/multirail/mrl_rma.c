@@ -166,13 +166,16 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 
 	ret = op->kind == MRL_OP_WRITE ? fi_writemsg(core, &msg, flags) :
 					 fi_readmsg(core, &msg, flags);
-	if (!ret) {
+	if (ret == -FI_EAGAIN) {
+		mrl_health_refused(ep, peer, chunk->rail);
+	} else if (!ret) {
+		peer->refused_rails &= ~(1u << chunk->rail);
 		ep->rails[chunk->rail].tx_ops++;
 		ep->rails[chunk->rail].tx_bytes += chunk->len;
 		if (needs & MRL_SCHED_FENCE)
 			mrl_fence_write_posted(ep, peer, chunk->rail, rma.addr,
 					       rma.key);
-	} else if (ret != -FI_EAGAIN) {
+	} else {
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: core %s failed: "
 			      "%s\n", chunk->rail, op->kind == MRL_OP_WRITE ?
 			      "write" : "read", fi_strerror((int) -ret));
@@ -336,6 +339,23 @@ static uint32_t local_near(const struct mrl_rma_args *a)
 	return mr ? mr->near_mask : 0;
 }
 
+/*
+ * A peer with rails out of service (mrl_health.c): the op's rails that are
+ * left, else any other rail to it we have a key for; 0 when none is.
+ * The op also tells probes where the peer's memory is now.
+ */
+static uint32_t usable_rails(struct mrl_peer *peer, uint32_t rails,
+			     const struct rma_slot *slot,
+			     const struct mrl_rma_args *a)
+{
+	uint32_t keyed = mask_of(slot->key_rails) & ~peer->rails_down;
+
+	mrl_health_note_target(peer, slot->key_rails, slot->keys,
+			       a->rma_iov->addr, a->kind == MRL_OP_READ);
+	rails &= ~peer->rails_down;
+	return rails ? rails : keyed;
+}
+
 static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
 	size_t len = a->len, chunk;
@@ -394,9 +414,14 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	rails = mrl_sched_near(slot->local_near, remote_near,
 			       mask_of(stripe_rails(ep, peer, nrails)));
 	mrl_ctrl_rails_up(ep, peer, rails);
+	if (peer->rails_down)
+		rails = usable_rails(peer, rails, slot, a);
 	rails = mrl_sched_rails(&ep->sched, rails, len, ep->engine.busy,
 				&ep->rr_next, &chunk) & mask_of(nrails);
-	mrl_op_prepare(&ep->engine, &req->op, rails ? rails : 1u, chunk);
+	if (!rails && !peer->rails_down)
+		rails = 1u;	/* rail 0's key until the others are known */
+	/* with no rail left the engine fails the op: -FI_EHOSTUNREACH */
+	mrl_op_prepare(&ep->engine, &req->op, rails, chunk);
 	mrl_engine_submit(&ep->engine, &req->op);
 	return 0;
 }

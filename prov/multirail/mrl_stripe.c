@@ -23,6 +23,7 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	mrl_list_init(&eng->pending);
 	mrl_list_init(&eng->active);
 	mrl_list_init(&eng->free_chunks);
+	mrl_list_init(&eng->abandoned);
 
 	for (i = 0; i < (size_t) attr->nrails; i++)
 		mrl_list_init(&eng->rail[i].chunks);
@@ -281,18 +282,32 @@ void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op)
 	mrl_engine_progress(eng);
 }
 
+/* A chunk leaves its rail: the rail's credit comes back. */
+static void rail_release(struct mrl_engine *eng, struct mrl_chunk *chunk)
+{
+	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
+
+	if (!--rc->inflight)
+		eng->busy &= ~(1u << chunk->rail);
+	rc->inflight_bytes -= chunk->len;
+	mrl_list_del(&chunk->link);
+}
+
 void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
 			   int err)
 {
 	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
 	struct mrl_op *op = chunk->op;
-	bool rail_left = !(op->rail_mask & (1u << chunk->rail));
+	bool rail_left;
 
-	if (!--rc->inflight)
-		eng->busy &= ~(1u << chunk->rail);
-	rc->inflight_bytes -= chunk->len;
+	if (!op) {			/* abandoned: only its memory was kept */
+		mrl_list_del(&chunk->link);
+		mrl_list_add_tail(&eng->free_chunks, &chunk->link);
+		return;
+	}
+	rail_left = !(op->rail_mask & (1u << chunk->rail));
+	rail_release(eng, chunk);
 	rc->completions++;
-	mrl_list_del(&chunk->link);
 	op->inflight--;
 	if (err)
 		rc->errors++;
@@ -354,6 +369,50 @@ int mrl_engine_reissue(struct mrl_engine *eng, int rail)
 	return n;
 }
 
+static void abandon_chunks(struct mrl_engine *eng, struct mrl_op *op)
+{
+	struct mrl_list *cur, *next;
+	struct mrl_chunk *chunk;
+	int r;
+
+	for (r = 0; r < eng->nrails && op->inflight; r++) {
+		for (cur = eng->rail[r].chunks.next;
+		     cur != &eng->rail[r].chunks; cur = next) {
+			next = cur->next;
+			chunk = mrl_container_of(cur, struct mrl_chunk, link);
+			if (chunk->op != op)
+				continue;
+			rail_release(eng, chunk);
+			chunk->op = NULL;
+			mrl_list_add_tail(&eng->abandoned, &chunk->link);
+			op->inflight--;
+		}
+	}
+	op->orphans = 0;
+}
+
+void mrl_engine_fail_ops(struct mrl_engine *eng,
+			 bool (*match)(const struct mrl_op *op, void *arg),
+			 void *arg, int err)
+{
+	struct mrl_list *lists[2] = { &eng->pending, &eng->active }, *cur, *next;
+	struct mrl_op *op;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		for (cur = lists[i]->next; cur != lists[i]; cur = next) {
+			next = cur->next;
+			op = mrl_container_of(cur, struct mrl_op, link);
+			if (!match(op, arg))
+				continue;
+			abandon_chunks(eng, op);
+			if (!op->err)
+				op->err = err;
+			finish_op(eng, op);
+		}
+	}
+}
+
 void mrl_engine_for_each_op(struct mrl_engine *eng,
 			    void (*fn)(struct mrl_op *op, void *arg),
 			    void *arg)
@@ -366,17 +425,21 @@ void mrl_engine_for_each_op(struct mrl_engine *eng,
 			fn(mrl_container_of(cur, struct mrl_op, link), arg);
 }
 
-void mrl_engine_for_each_chunk(struct mrl_engine *eng, int rail,
-			       void (*fn)(struct mrl_chunk *chunk, void *arg),
-			       void *arg)
+struct mrl_chunk *mrl_engine_find_chunk(struct mrl_engine *eng, int rail,
+					bool (*match)(const struct mrl_chunk *c,
+						      void *arg),
+					void *arg)
 {
-	struct mrl_list *cur, *next;
+	struct mrl_list *cur;
+	struct mrl_chunk *chunk;
 
 	for (cur = eng->rail[rail].chunks.next; cur != &eng->rail[rail].chunks;
-	     cur = next) {
-		next = cur->next;
-		fn(mrl_container_of(cur, struct mrl_chunk, link), arg);
+	     cur = cur->next) {
+		chunk = mrl_container_of(cur, struct mrl_chunk, link);
+		if (match(chunk, arg))
+			return chunk;
 	}
+	return NULL;
 }
 
 void mrl_engine_for_each_pending(struct mrl_engine *eng,

@@ -156,6 +156,8 @@ struct mrl_engine {
 	struct mrl_list pending;	/* ops with chunks still to post */
 	struct mrl_list active;		/* ops fully posted, chunks in flight */
 	struct mrl_list free_chunks;
+	struct mrl_list abandoned;	/* chunks of ops failed while the core
+					 * held them: free when it returns them */
 	struct mrl_chunk *chunk_pool;
 	size_t pool_size;
 	const struct mrl_engine_ops *ops;
@@ -199,10 +201,20 @@ bool mrl_engine_idle(const struct mrl_engine *eng);
 void mrl_engine_for_each_op(struct mrl_engine *eng,
 			    void (*fn)(struct mrl_op *op, void *arg),
 			    void *arg);
-/* Call fn on every chunk in flight on rail. */
-void mrl_engine_for_each_chunk(struct mrl_engine *eng, int rail,
-			       void (*fn)(struct mrl_chunk *chunk, void *arg),
-			       void *arg);
+/*
+ * Fail every op for which match says so, now, even with chunks the core
+ * still holds (a peer that died, whose core may never return them): those
+ * chunks are abandoned, their credit returned, and their memory kept until
+ * the core gives them back.  For ops that must not wait forever.
+ */
+void mrl_engine_fail_ops(struct mrl_engine *eng,
+			 bool (*match)(const struct mrl_op *op, void *arg),
+			 void *arg, int err);
+/* The first chunk in flight on rail that match accepts, or NULL. */
+struct mrl_chunk *mrl_engine_find_chunk(struct mrl_engine *eng, int rail,
+					bool (*match)(const struct mrl_chunk *c,
+						      void *arg),
+					void *arg);
 /*
  * The chunks in flight on rail whose op may no longer use it are copied
  * to the op's other rails; the originals become orphans.  Chunks carrying

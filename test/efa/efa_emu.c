@@ -57,6 +57,7 @@ static void parse_nics(const char *list)
 static void read_knobs(void)
 {
 	size_t max_rma = 0;
+	char *mode = NULL;
 
 	fi_param_define(&emu_prov, "emu_nics", FI_PARAM_STRING,
 			"Emulated NICs as <decimal PCI bus>=<core domain> "
@@ -76,6 +77,13 @@ static void read_knobs(void)
 	fi_param_define(&emu_prov, "emu_fail_after", FI_PARAM_INT,
 			"Fault: transmits that succeed on that NIC before every "
 			"later one completes with FI_EIO (default 0)");
+	fi_param_define(&emu_prov, "emu_fail_ms", FI_PARAM_INT,
+			"Fault: the NIC works again this long after its first "
+			"faulty transmit (default 0: never)");
+	fi_param_define(&emu_prov, "emu_fail_mode", FI_PARAM_STRING,
+			"Fault: error (transmits complete with FI_EIO, the "
+			"default) or stall (they are carried out but complete "
+			"only when the fault ends, or at close)");
 	fi_param_define(&emu_prov, "emu_eagain_every", FI_PARAM_INT,
 			"Fault: every Nth post starts a burst of -FI_EAGAIN "
 			"(default 0: never)");
@@ -99,6 +107,9 @@ static void read_knobs(void)
 	fi_param_get_int(&emu_prov, "emu_reorder_us", &emu_knobs.reorder_us);
 	fi_param_get_str(&emu_prov, "emu_fail_nic", &emu_knobs.fail_nic);
 	fi_param_get_int(&emu_prov, "emu_fail_after", &emu_knobs.fail_after);
+	fi_param_get_int(&emu_prov, "emu_fail_ms", &emu_knobs.fail_ms);
+	fi_param_get_str(&emu_prov, "emu_fail_mode", &mode);
+	emu_knobs.fail_stall = mode && !strcmp(mode, "stall");
 	fi_param_get_int(&emu_prov, "emu_eagain_every",
 			 &emu_knobs.eagain_every);
 	emu_knobs.eagain_burst = 3;

@@ -59,6 +59,8 @@ struct emu_knobs {
 	int reorder_us;			/* writes held up to this long */
 	char *fail_nic;			/* bus of the NIC that fails */
 	int fail_after;			/* its tx ops that succeed first */
+	int fail_ms;			/* the fault lasts this long; 0: ever */
+	bool fail_stall;		/* stall (completions held) instead */
 	int eagain_every;		/* every Nth post starts a burst */
 	int eagain_burst;		/* of this many -FI_EAGAIN */
 	int delay_us;			/* completions held this long */
@@ -79,6 +81,7 @@ struct emu_domain {
 	const struct emu_nic *nic;
 	bool failing;			/* the fault knobs name this NIC */
 	uint64_t tx_ops;		/* for fail_after */
+	uint64_t fail_start_ns;		/* the first faulty transmit */
 	struct fi_info *core_info;
 	struct fid_fabric *core_fabric;
 	struct fid_domain *core_domain;
@@ -126,6 +129,7 @@ struct emu_req {
 	size_t len;
 	int pending;			/* core operations outstanding */
 	int err, prov_errno;
+	uint64_t hold_until_ns;		/* a stalled NIC: completion held */
 };
 
 /* A posted RMA held back to be placed after a later one (no ordering). */

@@ -49,6 +49,8 @@ void emu_req_done(struct emu_req *req, const struct fi_cq_tagged_entry *e,
 			c->e.tag = e->tag;
 		}
 		emu_cq_push(req->cq, c);
+		if (req->hold_until_ns > c->ready_ns)
+			c->ready_ns = req->hold_until_ns;
 	}
 	free(req);
 }
@@ -145,7 +147,8 @@ static void copy_out(struct emu_cq *cq, void *buf, size_t i,
 
 static bool ready(const struct emu_comp *c)
 {
-	return c && (!emu_knobs.delay_us || c->ready_ns <= emu_now_ns());
+	return c && ((!emu_knobs.delay_us && !emu_knobs.fail_stall) ||
+		     c->ready_ns <= emu_now_ns());
 }
 
 static struct emu_comp *pop(struct emu_cq *cq)

@@ -61,12 +61,38 @@ static struct emu_req *req_new(struct emu_ep *ep, bool tx, void *context,
 	return req;
 }
 
-/* A transmit the fault knobs say fails: an error completion, like a dead link. */
+/* Is this transmit on a NIC the fault knobs name, while its fault lasts? */
+static bool tx_faulty(struct emu_ep *ep)
+{
+	struct emu_domain *dom = ep->domain;
+	uint64_t now;
+
+	if (!dom->failing || ++dom->tx_ops <= (uint64_t) emu_knobs.fail_after)
+		return false;
+	if (!emu_knobs.fail_ms)
+		return true;
+	now = emu_now_ns();
+	if (!dom->fail_start_ns)
+		dom->fail_start_ns = now;
+	return now < dom->fail_start_ns + (uint64_t) emu_knobs.fail_ms * 1000000;
+}
+
+/* A transmit that fails: an error completion, like a dead link. */
 static bool tx_fails(struct emu_ep *ep)
+{
+	return !emu_knobs.fail_stall && tx_faulty(ep);
+}
+
+/* A stalled NIC carries an RMA out but completes it when the fault ends. */
+static void tx_stall(struct emu_ep *ep, struct emu_req *req)
 {
 	struct emu_domain *dom = ep->domain;
 
-	return dom->failing && ++dom->tx_ops > (uint64_t) emu_knobs.fail_after;
+	if (!emu_knobs.fail_stall || !tx_faulty(ep))
+		return;
+	req->hold_until_ns = emu_knobs.fail_ms ?
+		dom->fail_start_ns + (uint64_t) emu_knobs.fail_ms * 1000000 :
+		UINT64_MAX;
 }
 
 static ssize_t fail_req(struct emu_req *req)
@@ -647,6 +673,7 @@ static ssize_t post_rma_msg(struct emu_ep *ep, bool write,
 		return -FI_ENOMEM;
 	if (tx_fails(ep))
 		return fail_req(r.req);
+	tx_stall(ep, r.req);
 	if (r.rma.key > 0xffffffffu) {
 		/* efa would use the low 32 bits: say it instead */
 		EMU_WARN(FI_LOG_EP_DATA, "key 0x%llx is wider than efa's 32 "

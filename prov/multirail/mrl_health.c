@@ -1,0 +1,389 @@
+/*
+ * Rail and peer health: which rails to a peer carry chunks.
+ *
+ * A rail is taken out of service for one peer (peer->rails_down) when
+ *   - the core completes a chunk to that peer with an error that is the
+ *     path's (rail_error), or
+ *   - the rail holds chunks and completes none for the deadline
+ *     (FI_MULTIRAIL_RAIL_TIMEOUT_MS), or
+ *   - the core refuses every post to the peer on the rail (-FI_EAGAIN)
+ *     for the deadline.
+ * Per peer, because a peer that dies fails on every rail while the others
+ * keep theirs.  The peer's ops lose the rail from their masks, so the
+ * engine posts their failed chunks on the rails left and copies the stuck
+ * ones (mrl_stripe.h says why the op still waits for the core's verdict).
+ * A peer with no rail left is unreachable: its ops fail (-FI_EHOSTUNREACH).
+ *
+ * The endpoint that saw the failure probes the rail after a back-off (a
+ * zero-byte RMA to where the peer's last op went, doubling up to 32 times
+ * FI_MULTIRAIL_PROBE_MS); when the core completes one, the rail rejoins.
+ *
+ * Time is read every MRL_HEALTH_TICK progress calls, not per op.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "mrl.h"
+#include "rdma/fi_ext_multirail.h"
+
+#define MRL_HEALTH_TICK		64
+#define MRL_PROBE_MAX_SHIFT	5
+
+static uint32_t bit(int rail)
+{
+	return 1u << rail;
+}
+
+static uint64_t clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static uint64_t ms_ns(int ms)
+{
+	return (uint64_t) ms * 1000000ull;
+}
+
+/*
+ * The errors of a path (link, NIC, connection, peer process), as opposed
+ * to those of the op itself (a bad key, a short buffer), which another
+ * rail would only repeat, and to cancellation at close.
+ */
+static bool rail_error(int err)
+{
+	switch (err) {
+	case -FI_EACCES:
+	case -FI_EINVAL:
+	case -FI_ENOKEY:
+	case -FI_EKEYREJECTED:
+	case -FI_EMSGSIZE:
+	case -FI_ETRUNC:
+	case -FI_ECANCELED:
+	case -FI_EOPNOTSUPP:
+	case -FI_ENOSYS:
+	case -FI_EFAULT:
+	case -FI_EPERM:
+		return false;
+	default:
+		return true;
+	}
+}
+
+static const char *rail_name(struct mrl_ep *ep, int rail)
+{
+	return ep->domain->rails[rail].info->domain_attr->name;
+}
+
+static struct mrl_peer_health *health_of(struct mrl_ep *ep,
+					 struct mrl_peer *peer)
+{
+	if (!peer->health) {
+		peer->health = calloc(1, sizeof(*peer->health));
+		if (!peer->health)
+			return NULL;
+		peer->health->ep = ep;
+	}
+	return peer->health;
+}
+
+struct narrow_arg {
+	struct mrl_peer *peer;
+	uint32_t keep;
+};
+
+static void narrow_op(struct mrl_op *op, void *arg)
+{
+	const struct narrow_arg *n = arg;
+
+	if (op->peer == n->peer)
+		op->rail_mask &= n->keep;
+}
+
+static uint32_t all_rails(const struct mrl_peer *peer)
+{
+	return peer->nrails >= 32 ? ~0u : bit(peer->nrails) - 1;
+}
+
+static bool peer_unreachable(const struct mrl_op *op, void *arg)
+{
+	const struct mrl_peer *peer = op->peer;
+
+	(void) arg;
+	return (peer->rails_down & all_rails(peer)) == all_rails(peer);
+}
+
+/* Ops to peers left without a rail fail now, whatever the core holds. */
+void mrl_health_fail_unreachable(struct mrl_ep *ep)
+{
+	ep->unreachable_due = false;
+	mrl_engine_fail_ops(&ep->engine, peer_unreachable, NULL,
+			    -FI_EHOSTUNREACH);
+}
+
+static uint64_t backoff_ns(const struct mrl_peer_health *h, int rail)
+{
+	return ms_ns(mrl_params.probe_ms) << h->probe_shift[rail];
+}
+
+/* Take rail out of service for peer; what was there goes elsewhere. */
+static void rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
+		      const char *why)
+{
+	struct narrow_arg n = { peer, ~bit(rail) };
+	struct mrl_peer_health *h = health_of(ep, peer);
+	uint32_t all = all_rails(peer);
+	/* the endpoint that probes the peer keeps the counts */
+	struct mrl_ep *owner = h ? h->ep : ep;
+
+	if (peer->rails_down & bit(rail))
+		return;
+	if (!peer->rails_down)
+		owner->sick_peers++;
+	peer->rails_down |= bit(rail);
+	peer->fence.dirty &= ~bit(rail);	/* nothing to flush there */
+	owner->rails[rail].downs++;
+	owner->rails[rail].peers_down++;
+	if (h) {
+		h->probe_shift[rail] = 0;
+		h->probe_at_ns[rail] = ep->now_ns + backoff_ns(h, rail);
+	}
+	mrl_engine_for_each_op(&ep->engine, narrow_op, &n);
+
+	if ((peer->rails_down & all) == all) {
+		MRL_WARN(FI_LOG_EP_DATA, "rail %d (%s): %s; the peer has no "
+			 "rail left: its operations fail until a probe "
+			 "answers\n", rail, rail_name(ep, rail), why);
+		/* a core may never give back what it holds for a dead peer:
+		 * its ops fail after this progress pass (we may be inside the
+		 * engine's own walk of them here) */
+		ep->unreachable_due = true;
+	} else
+		MRL_INFO(FI_LOG_EP_DATA, "rail %d (%s): %s; out of service "
+			 "for this peer, its chunks go to rails 0x%x\n", rail,
+			 rail_name(ep, rail), why, all & ~peer->rails_down);
+}
+
+static void rail_up(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+{
+	if (!(peer->rails_down & bit(rail)))
+		return;
+	peer->rails_down &= ~bit(rail);
+	if (!peer->rails_down)
+		ep->sick_peers--;
+	ep->rails[rail].peers_down--;
+	ep->rails[rail].rejoins++;
+	MRL_INFO(FI_LOG_EP_DATA, "rail %d (%s): a probe answered; back in "
+		 "service for this peer\n", rail, rail_name(ep, rail));
+}
+
+void mrl_health_chunk_failed(struct mrl_ep *ep, struct mrl_chunk *chunk,
+			     int err)
+{
+	char why[96];
+
+	if (!chunk->op || chunk->orphan || !rail_error(err))
+		return;
+	snprintf(why, sizeof(why), "the core failed a chunk: %s",
+		 fi_strerror(-err));
+	rail_down(ep, chunk->op->peer, chunk->rail, why);
+}
+
+/*
+ * The core refused a post to peer on rail (-FI_EAGAIN).  The rails that
+ * refuse since the first refusal of a streak are taken out together once
+ * the streak is older than the deadline; a post that passes on a rail
+ * clears that rail (mrl_health_posted), and the streak with the last.
+ */
+void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+{
+	uint32_t rails;
+	int r;
+
+	if (!ep->now_ns)
+		ep->now_ns = clock_ns();
+	if (!peer->refused_rails)
+		peer->refused_since_ns = ep->now_ns;
+	peer->refused_rails |= bit(rail);
+	if (!mrl_params.rail_timeout_ms ||
+	    ep->now_ns - peer->refused_since_ns <=
+	    ms_ns(mrl_params.rail_timeout_ms))
+		return;
+	rails = peer->refused_rails;
+	peer->refused_rails = 0;
+	for (r = 0; rails >> r; r++) {
+		if (rails & bit(r))
+			rail_down(ep, peer, r, "the core refused every post "
+				  "for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS");
+	}
+}
+
+/* Where probes go: the peer's latest op, refreshed while it is sick. */
+void mrl_health_note_target(struct mrl_peer *peer, int nrails,
+			    const uint64_t *keys, uint64_t addr, bool read)
+{
+	struct mrl_peer_health *h = peer->health;
+	int r;
+
+	for (r = 0; h && r < nrails; r++) {
+		h->target[r].addr = addr;
+		h->target[r].key = keys[r];
+		h->target[r].read = read;
+		h->target[r].set = true;
+	}
+}
+
+/* A chunk stuck on a rail still in service for its peer. */
+static bool stuck_chunk(const struct mrl_chunk *chunk, void *arg)
+{
+	const struct mrl_peer *peer = chunk->op->peer;
+
+	(void) arg;
+	return !chunk->orphan && !(peer->rails_down & bit(chunk->rail));
+}
+
+/* A rail holding chunks that completed none for the deadline. */
+static void watch_rail(struct mrl_ep *ep, int rail)
+{
+	struct mrl_ep_rail *r = &ep->rails[rail];
+	const struct mrl_rail_credit *rc = &ep->engine.rail[rail];
+	struct mrl_chunk *chunk;
+
+	if (!rc->inflight || rc->completions != r->watch_completions ||
+	    !r->watch_since_ns) {
+		r->watch_completions = rc->completions;
+		r->watch_since_ns = ep->now_ns;
+		return;
+	}
+	if (ep->now_ns - r->watch_since_ns <= ms_ns(mrl_params.rail_timeout_ms))
+		return;
+	r->watch_since_ns = ep->now_ns;	/* once per deadline */
+	/* one peer at a time: a peer left without rails loses its chunks */
+	while ((chunk = mrl_engine_find_chunk(&ep->engine, rail, stuck_chunk,
+					      NULL)))
+		rail_down(ep, chunk->op->peer, rail, "no chunk completed for "
+			  "longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS");
+	mrl_engine_reissue(&ep->engine, rail);
+}
+
+static void post_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+{
+	struct mrl_peer_health *h = peer->health;
+	struct mrl_fence *req = &h->req[rail];
+	struct fi_rma_iov rma = { .addr = h->target[rail].addr, .len = 0,
+				  .key = h->target[rail].key };
+	struct fi_msg_rma msg = {
+		.addr = peer->core_addr[rail], .rma_iov = &rma,
+		.rma_iov_count = 1, .context = &req->hdr,
+	};
+	ssize_t ret;
+
+	req->hdr.kind = MRL_REQ_PROBE;
+	req->peer = peer;
+	req->rail = rail;
+	ret = h->target[rail].read ?
+	      fi_readmsg(ep->rails[rail].ep, &msg, FI_COMPLETION) :
+	      fi_writemsg(ep->rails[rail].ep, &msg,
+			  FI_COMPLETION | FI_DELIVERY_COMPLETE);
+	if (ret == -FI_EAGAIN)
+		return;			/* the next tick tries again */
+	if (ret) {
+		mrl_health_probe_done(ep, req, (int) ret);
+		return;
+	}
+	h->probing |= bit(rail);
+	ep->rails[rail].probes++;
+}
+
+static void probe_peer(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	struct mrl_peer_health *h = peer->health;
+	uint32_t due = peer->rails_down & ~h->probing;
+	int r;
+
+	for (r = 0; due && r < ep->nrails; r++) {
+		if ((due & bit(r)) && h->target[r].set &&
+		    ep->now_ns >= h->probe_at_ns[r])
+			post_probe(ep, peer, r);
+	}
+}
+
+void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,
+			   int err)
+{
+	struct mrl_peer *peer = probe->peer;
+	struct mrl_peer_health *h = peer->health;
+	int rail = probe->rail;
+
+	h->probing &= ~bit(rail);
+	if (!err) {
+		h->probe_shift[rail] = 0;
+		rail_up(ep, peer, rail);
+		return;
+	}
+	if (h->probe_shift[rail] < MRL_PROBE_MAX_SHIFT)
+		h->probe_shift[rail]++;
+	h->probe_at_ns[rail] = ep->now_ns + backoff_ns(h, rail);
+	MRL_DBG(FI_LOG_EP_DATA, "rail %d: probe failed (%s); next in %lu ms\n",
+		rail, fi_strerror(-err),
+		(unsigned long) (backoff_ns(h, rail) / 1000000));
+}
+
+static void probe_all(struct mrl_ep *ep)
+{
+	struct mrl_av *av = ep->av;
+	size_t i;
+
+	for (i = 0; av && i < av->nall; i++) {
+		if (av->all[i]->rails_down && av->all[i]->health &&
+		    av->all[i]->health->ep == ep)
+			probe_peer(ep, av->all[i]);
+	}
+}
+
+/* From progress: every MRL_HEALTH_TICK calls, the clock and the checks. */
+void mrl_health_tick(struct mrl_ep *ep)
+{
+	int r;
+
+	if (++ep->health_ticks < MRL_HEALTH_TICK)
+		return;
+	ep->health_ticks = 0;
+	ep->now_ns = clock_ns();
+	if (mrl_params.rail_timeout_ms) {
+		for (r = 0; r < ep->nrails; r++)
+			watch_rail(ep, r);
+	}
+	if (ep->sick_peers)
+		probe_all(ep);
+}
+
+/* 0 up, 1 down (for some peer), 2 probing: fi_multirail_rail_stats. */
+int mrl_health_rail_state(const struct mrl_ep *ep, int rail)
+{
+	const struct mrl_av *av = ep->av;
+	size_t i;
+
+	if (!ep->rails[rail].peers_down)
+		return FI_MULTIRAIL_RAIL_UP;
+	for (i = 0; av && i < av->nall; i++) {
+		if (av->all[i]->health && av->all[i]->health->ep == ep &&
+		    (av->all[i]->health->probing & bit(rail)))
+			return FI_MULTIRAIL_RAIL_PROBING;
+	}
+	return FI_MULTIRAIL_RAIL_DOWN;
+}
+
+/* ep is closing: its probes were cancelled with its rails. */
+void mrl_health_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	if (!peer->health || peer->health->ep != ep)
+		return;
+	free(peer->health);
+	peer->health = NULL;
+	peer->rails_down = 0;
+	peer->refused_rails = 0;
+}
