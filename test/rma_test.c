@@ -25,6 +25,11 @@
  *            fault knobs: by the end it must have been taken out of
  *            service and its chunks re-issued elsewhere, and with
  *            :rejoin be back in service; every op must still succeed)
+ *            [-X count] (write or writedata: stream count ops of -S
+ *            bytes, -W in flight, delivery complete, each verified by the
+ *            target after its completion, writedata's at its CQ entry
+ *            too, exactly once;
+ *            prints the bytes completed per second, wall-clock stamped)
  *            [-K] (the target is killed with SIGKILL after one op: every
  *            write posted before and after must complete, with an error
  *            once the death is seen, or be refused, within a bound)
@@ -1084,6 +1089,231 @@ static void teardown(void)
 	free(buf);
 }
 
+/* ---- -X: a stream of verified ops ---------------------------------------- */
+
+struct stream_msg {
+	uint32_t index;			/* op; ~0: the end */
+	uint32_t slot;
+	uint64_t bad;			/* target's answer */
+};
+
+#define STREAM_END	0xffffffffu
+#define STREAM_IDLE_S	180		/* no completion this long: a hang */
+
+static size_t stream_slot;		/* bytes per window slot */
+
+/* 8 bytes per step: a 64 MiB op is filled and checked in milliseconds */
+static uint64_t stream_word(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static void stream_fill(char *p, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1, *w = (uint64_t *) p;
+	size_t i;
+
+	for (i = 0; i < len / 8; i++)
+		w[i] = stream_word(&x);
+	memset(p + len / 8 * 8, (int) seed, len % 8);
+}
+
+static uint64_t stream_check(const char *p, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1, bad = 0;
+	const uint64_t *w = (const uint64_t *) p;
+	size_t i;
+
+	for (i = 0; i < len / 8; i++)
+		bad += w[i] != stream_word(&x);
+	for (i = len / 8 * 8; i < len; i++)
+		bad += p[i] != (char) seed;
+	return bad;
+}
+
+static double wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int oob_ready(void)
+{
+	struct pollfd pfd = { .fd = sock, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) > 0;
+}
+
+/*
+ * Delivery complete: the completion says the bytes are at the target, so
+ * the target checks them once.  (With transmit complete, bytes a failing
+ * rail had accepted can still be lost after the op completed, as over the
+ * core alone: docs/reliability.md.)
+ */
+static ssize_t stream_post(int op, char *local, size_t size, int s,
+			   uint64_t data, void *ctx)
+{
+	struct iovec iov = { local, size };
+	void *desc = fi_mr_desc(mr);
+	struct fi_rma_iov rma = { peer_addr + s * stream_slot, size, peer_key };
+	struct fi_msg_rma msg = {
+		.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = peer,
+		.rma_iov = &rma, .rma_iov_count = 1, .context = ctx,
+		.data = data,
+	};
+
+	return fi_writemsg(ep, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION |
+			   (op == 2 ? FI_REMOTE_CQ_DATA : 0));
+}
+
+/* Initiator: post while slots are free, report completions, free slots on
+ * the target's verdict. */
+static void stream_initiator(int op, uint32_t count, size_t size, int window,
+			     uint64_t seed)
+{
+	char *ctx = calloc(window, 1);		/* 1: posted */
+	uint32_t *slot_op = calloc(window, sizeof(*slot_op));
+	int *free_slots = malloc(window * sizeof(int)), nfree = window, s;
+	uint32_t posted = 0, verified = 0;
+	struct fi_cq_data_entry e[16];
+	struct fi_cq_err_entry err;
+	struct stream_msg m;
+	double idle_end = now() + STREAM_IDLE_S, tick = wall() + 1;
+	uint64_t bytes = 0, last = 0;
+	ssize_t r, i;
+
+	for (s = 0; s < window; s++)
+		free_slots[s] = s;
+	while (verified < count) {
+		while (nfree && posted < count) {
+			char *local = buf + (size_t) free_slots[nfree - 1] *
+				      stream_slot;
+
+			s = free_slots[nfree - 1];
+			stream_fill(local, size, seed + posted);
+			r = stream_post(op, local, size, s,
+					((uint64_t) posted << 8 | s) & data_mask,
+					&ctx[s]);
+			if (r == -FI_EAGAIN)
+				break;
+			if (r)
+				die("stream post: %zd", r);
+			ctx[s] = 1;
+			slot_op[s] = posted++;
+			nfree--;
+		}
+		r = fi_cq_read(cq, e, 16);
+		if (r == -FI_EAVAIL) {
+			memset(&err, 0, sizeof(err));
+			fi_cq_readerr(cq, &err, 0);
+			die("stream: error completion: %s",
+			    fi_strerror(err.err));
+		}
+		for (i = 0; i < r; i++) {
+			char *c = e[i].op_context;
+
+			if (c < ctx || c >= ctx + window || *c != 1)
+				die("stream: completion of an op not in flight");
+			*c = 2;
+			s = (int) (c - ctx);
+			m = (struct stream_msg) { slot_op[s], (uint32_t) s, 0 };
+			xsend(&m, sizeof(m));
+			bytes += size;
+			idle_end = now() + STREAM_IDLE_S;
+		}
+		while (oob_ready()) {
+			xrecv(&m, sizeof(m));
+			if (m.bad)
+				die("stream: op %u: %lu bad words at the "
+				    "target", m.index, (unsigned long) m.bad);
+			ctx[m.slot] = 0;
+			free_slots[nfree++] = (int) m.slot;
+			verified++;
+		}
+		if (wall() >= tick) {
+			printf("stream %.3f %lu\n", wall(),
+			       (unsigned long) (bytes - last));
+			fflush(stdout);
+			last = bytes;
+			tick += 1;
+		}
+		if (now() > idle_end)
+			die("stream: no completion for %d s (%u of %u verified)",
+			    STREAM_IDLE_S, verified, count);
+	}
+	m = (struct stream_msg) { STREAM_END, 0, 0 };
+	xsend(&m, sizeof(m));
+	xrecv(&m, sizeof(m));
+	if (m.bad)
+		die("stream: the target saw %lu CQ data errors",
+		    (unsigned long) m.bad);
+	printf("stream: %u ops of %zu bytes, every byte verified, %s\n", count,
+	       size, op == 2 ? "CQ data exactly once" : "writes");
+	free(ctx);
+	free(slot_op);
+	free(free_slots);
+}
+
+/* Target: one CQ entry, if any: writedata's, checked as it arrives. */
+static void stream_take_cq(int op, uint32_t count, size_t size, uint64_t seed,
+			   char *seen)
+{
+	struct fi_cq_data_entry e;
+	uint32_t i, s;
+
+	if (fi_cq_read(cq, &e, 1) != 1)
+		return;
+	if (op != 2 || !(e.flags & FI_REMOTE_CQ_DATA))
+		die("stream: unexpected CQ entry");
+	i = (uint32_t) (e.data >> 8);
+	s = (uint32_t) (e.data & 0xff);
+	if (i >= count || seen[i])
+		die("stream: CQ data of op %u unexpected or repeated", i);
+	seen[i] = 1;
+	if (stream_check(buf + s * stream_slot, size, seed + i))
+		die("stream: op %u's CQ data before its bytes", i);
+}
+
+/* Target: every op checked after its initiator's completion, writedata's
+ * CQ data at arrival too, exactly once each. */
+static void stream_target(int op, uint32_t count, size_t size, uint64_t seed)
+{
+	char *seen = calloc(count, 1);
+	struct stream_msg m;
+	double end;
+	uint32_t i;
+
+	memset(buf, POISON, buf_size);
+	for (;;) {
+		while (!oob_ready())
+			stream_take_cq(op, count, size, seed, seen);
+		xrecv(&m, sizeof(m));
+		if (m.index == STREAM_END)
+			break;
+		/* the initiator may see its completion before our CQ entry */
+		end = now() + TIMEOUT_S;
+		while (op == 2 && m.index < count && !seen[m.index] &&
+		       now() < end)
+			stream_take_cq(op, count, size, seed, seen);
+		m.bad = stream_check(buf + m.slot * stream_slot, size,
+				     seed + m.index);
+		if (op == 2 && (m.index >= count || !seen[m.index]))
+			m.bad++;
+		memset(buf + m.slot * stream_slot, POISON, size);
+		xsend(&m, sizeof(m));
+	}
+	m.bad = 0;
+	for (i = 0; op == 2 && i < count; i++)
+		m.bad += !seen[i];
+	xsend(&m, sizeof(m));
+	free(seen);
+}
+
 /*
  * -K: 16 writes in flight, the target killed, 16 more, then 16 more after
  * the first error completion.  Every op must come back exactly once within
@@ -1184,12 +1414,14 @@ int main(int argc, char **argv)
 	int ops[5] = { 0, 1, 2, 3, OP_INJECT }, nops = 5, window = 16, raw = 0;
 	int c;
 	int iters = 1, sv[2], status, all_rails = 0, peer_death = 0;
+	uint32_t stream_count = 0;
+	uint64_t stream_seed;
 	char *netns = NULL, *target_env[8];
 	int ntarget_env = 0;
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:K")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -1237,6 +1469,9 @@ int main(int argc, char **argv)
 		case 'K':
 			peer_death = 1;
 			break;
+		case 'X':
+			stream_count = strtoul(optarg, NULL, 0);
+			break;
 		case 'H':
 			health_rail = atoi(optarg);
 			health_rejoin = !!strstr(optarg, ":rejoin");
@@ -1247,11 +1482,17 @@ int main(int argc, char **argv)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin]] [-K]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin]] [-K] [-X count]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
 				      (1 << 20)) + 128) + (max_size + 128) * 4;
+	if (stream_count) {
+		if (nops != 1 || (ops[0] != 0 && ops[0] != 2) || window > 256)
+			die("-X streams -o write or -o writedata, -W 256 at most");
+		stream_slot = (max_size + 63) & ~(size_t) 63;
+		buf_size = stream_slot * window;
+	}
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		die("socketpair");
 	srand(getpid());
@@ -1268,6 +1509,25 @@ int main(int argc, char **argv)
 	alarm(600);
 	setup(raw);
 	exchange_keys(raw);
+	if (stream_count) {
+		if (pid) {
+			stream_seed = (uint64_t) rand() << 8 | 1;
+			xsend(&stream_seed, sizeof(stream_seed));
+			stream_initiator(ops[0], stream_count, max_size, window,
+					 stream_seed);
+		} else {
+			xrecv(&stream_seed, sizeof(stream_seed));
+			stream_target(ops[0], stream_count, max_size,
+				      stream_seed);
+		}
+		teardown();
+		if (pid && (waitpid(pid, &status, 0) != pid ||
+			    !WIFEXITED(status) || WEXITSTATUS(status)))
+			die("target failed");
+		if (pid)
+			printf("PASS\n");
+		return 0;
+	}
 	if (pid && peer_death) {
 		struct plan p = { .op = 0, .size = 4096, .window = 1 };
 
