@@ -1,0 +1,59 @@
+#!/bin/sh
+# Rail failure on the emulated testbed (root and network namespaces; skipped
+# elsewhere): verified streams of delivery-complete writes and writedata
+# (rma_test -X: every byte checked, every op and CQ data exactly once)
+# while rail 3's link flaps, and while rail 2's link is down for 4 s.
+# The throughput while a rail is down is measured by
+# fabtests-ext/scripts/fi_multirail_failover (docs/reliability.md).
+export FI_PROVIDER_PATH="$(pwd)/.libs"
+unset FI_PROVIDER FI_MULTIRAIL_RAILS
+TB="${srcdir:-.}/fabtests-ext/scripts/fi_multirail_testbed"
+
+if ip netns list 2>/dev/null | grep -qE '^mrl_(a|b)\b'; then
+	echo "SKIP: the emulated testbed is in use (a benchmark running?)"
+	exit 77
+fi
+if ! "$TB" up 4 1000 >testbed-failover.log 2>&1; then
+	cat testbed-failover.log
+	"$TB" down >/dev/null 2>&1
+	echo "SKIP: no emulated testbed here (root, netns and tc tbf needed)"
+	exit 77
+fi
+trap '"$TB" down >/dev/null 2>&1' EXIT INT TERM
+
+link() {	# RAIL up|down, both ends
+	ip -n mrl_a link set "vA$1" "$2" && ip -n mrl_b link set "vB$1" "$2"
+}
+
+# stream OP: 80 x 16 MiB in the background; a short deadline so that the
+# rail is taken out, probed and brought back within the run
+stream() {
+	FI_MULTIRAIL_RAIL_TIMEOUT_MS=500 timeout 300 ./test/rma_test \
+		-N mrl_a,mrl_b -o "$1" -S 16777216 -W 8 -X 80 \
+		>"failover-$1.log" 2>&1 &
+	pid=$!
+}
+
+finish() {	# NAME: the stream's verdict
+	if wait "$pid" && grep -q '^PASS' "failover-$1.log"; then
+		grep '^stream:' "failover-$1.log"
+	else
+		grep -v '^stream [0-9]' "failover-$1.log" | tail -n 5
+		echo "FAIL: $1"
+		exit 1
+	fi
+}
+
+echo "== writedata while rail 3 flaps (1 s down, 1 s up, 4 times)"
+stream writedata
+sleep 1
+for i in 1 2 3 4; do
+	link 3 down; sleep 1; link 3 up; sleep 1
+done
+finish writedata
+
+echo "== write with rail 2 down for 4 s"
+stream write
+sleep 1
+link 2 down; sleep 4; link 2 up
+finish write
