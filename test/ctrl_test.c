@@ -3,7 +3,7 @@
  * another version of it.  A plain core endpoint sends tagged messages on
  * the control tag to a multirail endpoint's rail 0: garbage, short ones,
  * another protocol version, an unknown type, too many keys, an address
- * longer than the message.  Each must be dropped (ctrl.sh checks the
+ * longer than the message, one longer than a receive buffer.  Each must be dropped (ctrl.sh checks the
  * warning naming the version), every receive buffer re-posted (more
  * messages are sent than rail 0 has buffers, several times over), and the
  * channel must still work after: a new registration's keys are learned and
@@ -96,13 +96,15 @@ static struct fi_multirail_rail_stats stats(int rail)
 }
 
 /* One bad message of kind k into buf; returns its length. */
+#define BAD_MAX		(MRL_CTRL_BUF_SIZE + 2048)
+
 static size_t bad_message(int k, uint8_t *buf, const void *name,
 			  size_t namelen)
 {
 	struct mrl_ctrl_msg *m = (struct mrl_ctrl_msg *) buf;
 	size_t i;
 
-	memset(buf, 0, MRL_CTRL_BUF_SIZE);
+	memset(buf, 0, BAD_MAX);
 	m->magic = MRL_CTRL_MAGIC;
 	m->version = MRL_CTRL_VERSION;
 	m->type = MRL_CTRL_HELLO;
@@ -154,7 +156,7 @@ static void drain_core_sends(int n)
 static void send_bad_messages(fi_addr_t target, const void *name,
 			      size_t namelen)
 {
-	static uint8_t msgs[NKINDS][MRL_CTRL_BUF_SIZE];
+	static uint8_t msgs[NKINDS][BAD_MAX];
 	uint64_t before = stats(0).ctrl_received, got = 0;
 	double end;
 	int round, k;
@@ -186,6 +188,59 @@ static void send_bad_messages(fi_addr_t target, const void *name,
 		    (unsigned long) got, ROUNDS * NKINDS);
 	printf("ok %d bad control messages received and dropped\n",
 	       ROUNDS * NKINDS);
+}
+
+/*
+ * Messages longer than a control buffer fail the target's receives (rxm
+ * reports the truncation and drops that connection, so each comes from an
+ * endpoint of its own): more of them than rail 0 has buffers.  Each failed
+ * receive must be counted and its buffer posted again, else the last ones
+ * find no buffer and are never seen.
+ */
+static void send_oversized(const char *core, const void *rail0)
+{
+	static uint8_t msg[BAD_MAX];
+	uint64_t before = stats(0).ctrl_received, got = 0;
+	struct fi_cq_err_entry err;
+	struct fi_cq_tagged_entry e;
+	struct side rogue;
+	fi_addr_t target;
+	int n = 12, i, done;
+	double end;
+	ssize_t r;
+
+	memset(msg, 0x5a, sizeof(msg));
+	for (i = 0; i < n; i++) {
+		open_side(&rogue, core, "lo", FI_MSG | FI_TAGGED);
+		if (fi_av_insert(rogue.av, rail0, 1, &target, 0, NULL) != 1)
+			die("core fi_av_insert of rail 0's address");
+		end = now() + TIMEOUT_S;
+		while ((r = fi_tsend(rogue.ep, msg, sizeof(msg), NULL, target,
+				     MRL_CTRL_TAG, NULL)) == -FI_EAGAIN &&
+		       now() < end) {
+			fi_cq_read(rogue.cq, NULL, 0);
+			fi_cq_read(mr_side.cq, NULL, 0);
+		}
+		CHK(r);
+		for (done = 0, end = now() + TIMEOUT_S; !done && now() < end;) {
+			fi_cq_read(mr_side.cq, NULL, 0);
+			r = fi_cq_read(rogue.cq, &e, 1);
+			if (r == -FI_EAVAIL)
+				r = fi_cq_readerr(rogue.cq, &err, 0);
+			done = r == 1;
+		}
+		for (end = now() + TIMEOUT_S; got <= (uint64_t) i &&
+		     now() < end;) {
+			fi_cq_read(mr_side.cq, NULL, 0);
+			got = stats(0).ctrl_received - before;
+		}
+		if (got <= (uint64_t) i)
+			die("rail 0 saw %lu of %d oversized messages: a "
+			    "receive not re-posted", (unsigned long) got, i + 1);
+		close_side(&rogue);
+	}
+	printf("ok %d oversized control messages failed their receives, "
+	       "every buffer re-posted\n", n);
 }
 
 /* After the flood, keys are still exchanged: a new key's write stripes. */
@@ -425,6 +480,7 @@ int main(void)
 			 &target, 0, NULL) != 1)
 		die("core fi_av_insert of rail 0's address");
 	send_bad_messages(target, name, namelen);
+	send_oversized(core, (struct mrl_addr_hdr *) name + 1);
 	channel_still_works();
 	reserved_tag_refused();
 	keys_for_remote_access_only(target);

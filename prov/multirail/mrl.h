@@ -545,7 +545,7 @@ struct mrl_ctrl_learned {
 };
 
 void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
-		 struct mrl_ctrl_learned *learned);
+		 int err, struct mrl_ctrl_learned *learned);
 void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
 void mrl_ctrl_introduce(struct mrl_ep *ep, struct mrl_peer *peer);
 ssize_t mrl_ctrl_bounce_write(struct mrl_ep *ep, const void *buf, size_t len,

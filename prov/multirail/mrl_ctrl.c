@@ -495,6 +495,8 @@ static const char *const drop_reason[MRL_CTRL_DROP_KINDS] = {
 	[MRL_CTRL_DROP_NKEYS] = "more keys than rails",
 	[MRL_CTRL_DROP_SHORT] = "shorter than its contents",
 	[MRL_CTRL_DROP_NO_AV] = "no AV bound",
+	[MRL_CTRL_DROP_RX_FAILED] = "the core's receive failed (longer than "
+				    "a control buffer?)",
 };
 
 /* Why a received message cannot be used, or MRL_CTRL_OK. */
@@ -556,17 +558,27 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 }
 
 /*
- * A control message arrived; the buffer is posted again whatever it held.
+ * A control message arrived, or its receive failed; the buffer is posted
+ * again whatever happened, but for cancellation at close: anyone who can
+ * reach rail 0 can send what fails a receive (a message longer than the
+ * buffer), and each buffer lost would be a question never answered.
  * Keys learned are returned (learned->keys), for progress to hand to RMA.
  */
 void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
-		 struct mrl_ctrl_learned *learned)
+		 int err, struct mrl_ctrl_learned *learned)
 {
 	learned->peer = NULL;
 	learned->keys = NULL;
-	if (!len)	/* cancelled at close, or failed: leave it */
+	if (err == -FI_ECANCELED || !ep->ctrl_enabled)
 		return;
 	ep->rails[buf->rail].ctrl_received++;
-	handle(ep, (const struct mrl_ctrl_msg *) buf->data, len, learned);
+	if (err) {
+		memset(buf->data, 0, sizeof(struct mrl_ctrl_msg));
+		dropped(ep, MRL_CTRL_DROP_RX_FAILED,
+			(const struct mrl_ctrl_msg *) buf->data);
+	} else {
+		handle(ep, (const struct mrl_ctrl_msg *) buf->data, len,
+		       learned);
+	}
 	post_rx(ep, buf);
 }

@@ -65,11 +65,12 @@ void mrl_remote_event(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
 }
 
 /* The target's keys, once learned, let waiting ops spread over its rails. */
-static void ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len)
+static void ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
+		    int err)
 {
 	struct mrl_ctrl_learned learned;
 
-	mrl_ctrl_rx(ep, buf, len, &learned);
+	mrl_ctrl_rx(ep, buf, len, err, &learned);
 	if (learned.keys)
 		mrl_rma_keys_learned(ep, learned.peer, learned.keys);
 }
@@ -104,7 +105,7 @@ static void dispatch(struct mrl_ep *ep, int rail,
 				 err_entry);
 		break;
 	case MRL_REQ_CTRL_RX:
-		ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr, err ? 0 : e->len);
+		ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr, err ? 0 : e->len, err);
 		break;
 	case MRL_REQ_CTRL_TX:
 		mrl_ctrl_tx_done(ep, (struct mrl_ctrl_buf *) hdr);
