@@ -1344,7 +1344,7 @@ static int reap(char *seen, int n, int posted, int *errs_after, int first)
 {
 	double end = now() + PEER_DEATH_S;
 	struct fi_cq_err_entry err;
-	struct fi_cq_entry e;
+	struct fi_cq_data_entry e;
 	int got = 0, errs = 0;
 	ssize_t r;
 	char *c;
