@@ -579,6 +579,8 @@ void mrl_peer_free(struct mrl_peer *peer);
 void mrl_health_chunk_failed(struct mrl_ep *ep, struct mrl_chunk *chunk,
 			     int err);
 void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
+bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
+			    int rail, int err);
 void mrl_health_note_target(struct mrl_peer *peer, int nrails,
 			    const uint64_t *keys, uint64_t addr, bool read);
 void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,

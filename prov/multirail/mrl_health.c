@@ -193,6 +193,24 @@ void mrl_health_chunk_failed(struct mrl_ep *ep, struct mrl_chunk *chunk,
 }
 
 /*
+ * The core failed a post to peer on rail at once (2.x tcp: -FI_ENETUNREACH
+ * while the link is down).  True when that is the path's fault: the rail
+ * is out for the peer, and the chunk goes elsewhere.
+ */
+bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
+			    int rail, int err)
+{
+	char why[96];
+
+	if (!rail_error(err))
+		return false;
+	snprintf(why, sizeof(why), "the core refused a post: %s",
+		 fi_strerror(-err));
+	rail_down(ep, peer, rail, why);
+	return true;
+}
+
+/*
  * The core refused a post to peer on rail (-FI_EAGAIN).  The rails that
  * refuse since the first refusal of a streak are taken out together once
  * the streak is older than the deadline; a post that passes on a rail

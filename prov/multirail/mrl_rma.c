@@ -175,6 +175,8 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 		if (needs & MRL_SCHED_FENCE)
 			mrl_fence_write_posted(ep, peer, chunk->rail, rma.addr,
 					       rma.key);
+	} else if (mrl_health_post_failed(ep, peer, chunk->rail, (int) ret)) {
+		ret = -FI_EAGAIN;	/* the engine tries the rails left */
 	} else {
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: core %s failed: "
 			      "%s\n", chunk->rail, op->kind == MRL_OP_WRITE ?
