@@ -9,7 +9,8 @@
  * poisoned slot with CQ data naming it.  At the end: every op completed
  * exactly once at the initiator, every CQ data value arrived exactly once,
  * and every byte of every slot is right.
- * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS (mt.sh).
+ * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS (mt.sh); MRL_MT_ROUNDS
+ * repeats both (a soak), each round with other sizes and bytes.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -49,6 +50,7 @@ static struct fid_av *av;
 static struct fid_mr *mr;
 static uint8_t *src, *dst;		/* THREADS * OPS slots each */
 static size_t len_of[THREADS][OPS];
+static unsigned int round_no;		/* a soak varies sizes and bytes */
 static atomic_int local_done[THREADS][OPS];
 static atomic_int data_seen[THREADS][OPS];
 static struct side sides[THREADS];
@@ -105,7 +107,7 @@ static void *run(void *arg)
 {
 	int t = (int) (uintptr_t) arg, i;
 	struct side *s = &sides[nsides == 1 ? 0 : t];
-	unsigned int seed = 7919 * (t + 1);
+	unsigned int seed = 7919 * (t + 1) + round_no;
 	void *desc = fi_mr_desc(mr);
 	uint64_t base = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
 			(uintptr_t) dst : (uintptr_t) (dst - src);
@@ -205,7 +207,7 @@ static void round_of(const char *mode, int per_ep)
 				      .size = 4096 };
 	struct fid_cq *shared = NULL;
 	size_t k, total = (size_t) THREADS * OPS * SLOT;
-	unsigned int seed = 12345;
+	unsigned int seed = 12345 + round_no;
 	int t;
 
 	for (k = 0; k < total; k++)
@@ -239,6 +241,7 @@ int main(void)
 	struct fi_info *hints = fi_allocinfo();
 	struct fi_av_attr av_attr = { .type = FI_AV_UNSPEC };
 	size_t total = (size_t) THREADS * OPS * SLOT;
+	int rounds;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
 	hints->ep_attr->type = FI_EP_RDM;
@@ -263,8 +266,12 @@ int main(void)
 	dst = src + total;
 	CHK(fi_mr_reg(domain, src, 2 * total, FI_WRITE | FI_REMOTE_WRITE, 0, 3,
 		      0, &mr, NULL));
-	round_of("shared endpoint and CQ", 0);
-	round_of("one endpoint per thread", 1);
+	/* MRL_MT_ROUNDS: a soak, e.g. under helgrind (docs/reliability.md) */
+	rounds = getenv("MRL_MT_ROUNDS") ? atoi(getenv("MRL_MT_ROUNDS")) : 1;
+	for (round_no = 0; round_no < (unsigned int) rounds; round_no++) {
+		round_of("shared endpoint and CQ", 0);
+		round_of("one endpoint per thread", 1);
+	}
 	CHK(fi_close(&mr->fid));
 	CHK(fi_close(&av->fid));
 	CHK(fi_close(&domain->fid));
