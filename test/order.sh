@@ -12,6 +12,9 @@ unset FI_PROVIDER FI_MULTIRAIL_RAILS
 TB="${srcdir:-.}/fabtests-ext/scripts/fi_multirail_testbed"
 
 # A testbed already up belongs to someone else (a benchmark): leave it.
+# make check runs tests side by side: the testbed scripts take turns
+exec 9>/tmp/mrl-testbed.lock
+flock -w 900 9 2>/dev/null || true
 if ip netns list 2>/dev/null | grep -qE '^mrl_(a|b)\b'; then
 	echo "SKIP: the emulated testbed is in use (a benchmark running?)"
 	exit 77
