@@ -8,7 +8,8 @@
  * messages are sent than rail 0 has buffers, several times over), and the
  * channel must still work after: a new registration's keys are learned and
  * a striped write to it lands on both rails, every byte checked.  Then:
- * a user receive on the control tag is refused, and a key request is
+ * a user send or receive on the control tag is refused, a receive that
+ * ignores every tag bit leaves control messages alone, and a key request is
  * answered with keys only for a registration with remote access.
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS=lo,lo (ctrl.sh).
  */
@@ -301,16 +302,106 @@ static void channel_still_works(void)
 	free(buf);
 }
 
-/* A user receive may not carry the control tag: it would take ours. */
+/*
+ * Tag bit 63 is the control channel's: fi_getinfo's mem_tag_format leaves
+ * it out, and a user send or receive naming it is refused.
+ */
 static void reserved_tag_refused(void)
 {
 	static char ubuf[64];
-	long r = fi_trecv(mr_side.ep, ubuf, sizeof(ubuf), NULL, FI_ADDR_UNSPEC,
-			  MRL_CTRL_TAG, 0, NULL);
+	uint64_t format = mr_side.info->ep_attr->mem_tag_format;
+	long r;
 
+	if (format & MRL_CTRL_TAG)
+		die("mem_tag_format 0x%lx has bit 63", (unsigned long) format);
+	printf("ok mem_tag_format 0x%lx leaves bit 63 out\n",
+	       (unsigned long) format);
+	r = fi_trecv(mr_side.ep, ubuf, sizeof(ubuf), NULL, FI_ADDR_UNSPEC,
+		     MRL_CTRL_TAG, 0, NULL);
 	if (r != -FI_EINVAL)
 		die("fi_trecv with tag bit 63: %ld, -FI_EINVAL due", r);
 	printf("ok fi_trecv with tag bit 63 refused: %ld\n", r);
+	r = fi_tsend(mr_side.ep, ubuf, sizeof(ubuf), NULL, 0, MRL_CTRL_TAG | 1,
+		     NULL);
+	if (r != -FI_EINVAL)
+		die("fi_tsend with tag bit 63: %ld, -FI_EINVAL due", r);
+	printf("ok fi_tsend with tag bit 63 refused: %ld\n", r);
+}
+
+static void core_tsend(fi_addr_t target, const void *buf, size_t len,
+		       uint64_t tag)
+{
+	double end = now() + TIMEOUT_S;
+	ssize_t r;
+
+	while ((r = fi_tsend(core_side.ep, buf, len, NULL, target, tag,
+			     NULL)) == -FI_EAGAIN && now() < end) {
+		fi_cq_read(core_side.cq, NULL, 0);
+		fi_cq_read(mr_side.cq, NULL, 0);
+	}
+	CHK(r);
+	drain_core_sends(1);
+}
+
+/*
+ * A user receive that ignores every tag bit still matches bit 63 as 0.
+ * Control messages that arrive faster than the channel re-posts its
+ * receives would be the user's to take: 2 * RX_BUFS of them are sent
+ * while the target does not progress, then it reads them.  All must go to
+ * the channel, and the receive then takes the user's message that follows.
+ */
+#define RX_BUFS		8	/* MRL_CTRL_RX_COUNT */
+
+static void wildcard_recv_spares_control(fi_addr_t target, const void *name,
+					 size_t namelen)
+{
+	static uint8_t ubuf[MRL_CTRL_BUF_SIZE], msg[MRL_CTRL_BUF_SIZE];
+	static const char user[] = "user";
+	uint64_t want = stats(0).ctrl_received + 2 * RX_BUFS;
+	size_t len = bad_message(0, msg, name, namelen);
+	struct fi_cq_tagged_entry e;
+	int i, sent = 0;
+	double end;
+	ssize_t r;
+	char uctx;
+
+	CHK(fi_trecv(mr_side.ep, ubuf, sizeof(ubuf), NULL, FI_ADDR_UNSPEC, 0,
+		     ~0ULL, &uctx));
+	for (i = 0; i < 2 * RX_BUFS; i++) {
+		end = now() + TIMEOUT_S;
+		while ((r = fi_tsend(core_side.ep, msg, len, NULL, target,
+				     MRL_CTRL_TAG, NULL)) == -FI_EAGAIN &&
+		       now() < end)
+			sent += fi_cq_read(core_side.cq, &e, 1) == 1;
+		CHK(r);
+	}
+	for (end = now() + 1; sent < 2 * RX_BUFS && now() < end;)
+		sent += fi_cq_read(core_side.cq, &e, 1) == 1;
+	drain_core_sends(2 * RX_BUFS - sent);
+	for (end = now() + TIMEOUT_S; now() < end &&
+	     stats(0).ctrl_received < want;) {
+		r = fi_cq_read(mr_side.cq, &e, 1);
+		if (r == 1)
+			die("a control message taken by a receive with ignore "
+			    "~0 (tag 0x%lx, %zu bytes)", (unsigned long) e.tag,
+			    e.len);
+	}
+	if (stats(0).ctrl_received < want)
+		die("%lu of %d control messages reached the channel",
+		    (unsigned long) (want - stats(0).ctrl_received),
+		    2 * RX_BUFS);
+	core_tsend(target, user, sizeof(user), 5);
+	for (end = now() + TIMEOUT_S;
+	     (r = fi_cq_read(mr_side.cq, &e, 1)) == -FI_EAGAIN &&
+	     now() < end;)
+		;
+	if (r != 1 || e.op_context != &uctx || e.tag != 5 ||
+	    e.len != sizeof(user) || memcmp(ubuf, user, sizeof(user)))
+		die("the receive with ignore ~0: %zd, tag 0x%lx, %zu bytes; "
+		    "the user's tag 5 message due", r, (unsigned long) e.tag,
+		    e.len);
+	printf("ok a receive with ignore ~0 left the control message to the "
+	       "channel and took the user's\n");
 }
 
 /*
@@ -483,6 +574,7 @@ int main(void)
 	send_oversized(core, (struct mrl_addr_hdr *) name + 1);
 	channel_still_works();
 	reserved_tag_refused();
+	wildcard_recv_spares_control(target, name, namelen);
 	keys_for_remote_access_only(target);
 	close_side(&core_side);
 	close_side(&mr_side);
