@@ -1,7 +1,7 @@
 #!/bin/sh
-# Two processes over multirail on loopback rails (tcp;ofi_rxm): write, writev,
-# writedata and read with checked bytes, 1, 2, 4 and 32 rails, striped and not,
-# the FI_MR_RAW key path, and atomics.
+# Two processes over multirail on loopback rails (tcp;ofi_rxm) and shm:
+# write, writev, writedata and read with checked bytes, 1, 2, 4 and 32
+# rails, striped and not, the FI_MR_RAW key path, and atomics.
 set -e
 export FI_PROVIDER_PATH="$(pwd)/.libs"
 unset FI_PROVIDER
@@ -29,6 +29,16 @@ rails32=lo; i=1
 while [ $i -lt 32 ]; do rails32=$rails32,lo; i=$((i + 1)); done
 FI_MULTIRAIL_RAILS=$rails32 FI_MULTIRAIL_STRIPE_MIN=2048 \
 	FI_MULTIRAIL_CHUNK_SIZE=4096 run -o all -S 1048576 -W 4 -A
+# shm rails: string addresses whose length grows with the endpoint index
+# (fi_shm://PID:UID:IDX), fences that are reads, remote events whose
+# context libfabric 1.17's shm fills with its own id; striped and compact
+for rails in shm shm,shm,shm,shm; do
+	FI_PROVIDER="multirail;shm" FI_MULTIRAIL_RAILS=$rails \
+		run -o all -S 16777216 -W 4
+done
+FI_PROVIDER="multirail;shm" FI_MULTIRAIL_RAILS=shm,shm,shm,shm \
+	FI_MULTIRAIL_STRIPE_MIN=2048 FI_MULTIRAIL_CHUNK_SIZE=4096 \
+	run -C -o all -S 1048576 -W 4 -A
 # atomics pass through on rail 0: sums, fetch-add, compare-swap, inject, read
 for rails in lo lo,lo,lo,lo; do
 	FI_MULTIRAIL_RAILS=$rails run -o atomic -S 4096 -W 16

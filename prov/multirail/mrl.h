@@ -176,6 +176,7 @@ struct mrl_domain {
 	bool key_has_gen;		/* 32-bit core keys: key = gen|key0 */
 	bool ctrl_own_ep;		/* no FI_TAGGED: a control endpoint */
 	bool rma_one_iov;		/* one local iov per core RMA */
+	bool fence_by_read;		/* flush a rail by reading (shm) */
 	uint32_t key_gen;
 	pthread_mutex_t lock;
 	bool locking;			/* false under FI_THREAD_DOMAIN */

@@ -85,6 +85,27 @@ static int set_rev0(struct mrl_av *av, fi_addr_t core0, fi_addr_t user)
 }
 
 /*
+ * String addresses vary in length (shm's grow with the endpoint's index):
+ * each sits zero-padded in a slot of the longest one's size, and must end
+ * there, or the core would read past it.
+ */
+static int check_string_rails(const void *addr)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+	int naddrs = hdr->nrails + !!(hdr->flags & MRL_ADDR_CTRL), r;
+
+	for (r = 0; r < naddrs; r++) {
+		if (!memchr(mrl_addr_rail(addr, r), '\0', hdr->rail_addrlen)) {
+			MRL_WARN(FI_LOG_AV, "rail %d: string address not "
+				 "terminated in its %u bytes\n", r,
+				 hdr->rail_addrlen);
+			return -FI_EINVAL;
+		}
+	}
+	return 0;
+}
+
+/*
  * What the header cannot say: that each rail's address is one our core
  * can take.  Lengths must equal the core's, and socket addresses must be
  * of our own family: libfabric 1.17's IP AV sets its address length to 0
@@ -97,6 +118,8 @@ static int check_rails(struct mrl_av *av, const void *addr)
 	const struct sockaddr *own = core->src_addr, *sa;
 	int r;
 
+	if (core->addr_format == FI_ADDR_STR)
+		return check_string_rails(addr);
 	if (core->src_addrlen && hdr->rail_addrlen != core->src_addrlen) {
 		MRL_WARN(FI_LOG_AV, "rail addresses of %u bytes, the core's "
 			 "are %zu\n", hdr->rail_addrlen, core->src_addrlen);

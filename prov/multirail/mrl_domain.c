@@ -150,6 +150,8 @@ static void domain_attrs(struct mrl_domain *dom)
 	 * such a device, and every chunk stays within one of the user's iovs.
 	 */
 	dom->rma_one_iov = core->tx_attr->rma_iov_limit <= 1;
+	dom->fence_by_read = !strcmp(core->fabric_attr->prov_name, "shm") &&
+			     (core->caps & FI_READ);
 	dom->policy = parse_policy(mrl_params.policy);
 }
 

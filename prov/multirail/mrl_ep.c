@@ -158,21 +158,30 @@ static struct fid_ep *name_ep(const struct mrl_ep *ep, int r)
 static int build_name(struct mrl_ep *ep)
 {
 	int naddrs = ep->nrails + !!ep->ctrl_ep, r, ret;
+	bool string = ep->domain->rails[0].info->addr_format == FI_ADDR_STR;
 	struct mrl_addr_hdr *hdr;
 	size_t alen = 0, len;
 	char buf[256];
 
+	/*
+	 * Every rail's address gets a slot of the longest one's size.  A
+	 * string address (shm's fi_shm://PID:UID:IDX grows with the
+	 * endpoint's index) is zero-padded there, which the core's string
+	 * parser ignores; a binary one must have one length.
+	 */
 	for (r = 0; r < naddrs; r++) {
 		len = sizeof(buf);
 		ret = fi_getname(&name_ep(ep, r)->fid, buf, &len);
 		if (ret)
 			return ret;
-		if (r && len != alen) {
+		if (r && len != alen && !string) {
 			MRL_WARN(FI_LOG_EP_CTRL, "rail %d address length %zu "
 				 "differs from rail 0's %zu\n", r, len, alen);
 			return -FI_EINVAL;
 		}
-		alen = len;
+		if (string && (!len || buf[len - 1]))
+			len++;
+		alen = len > alen ? len : alen;
 	}
 	free(ep->name);
 	ep->namelen = mrl_addr_size(naddrs, alen);

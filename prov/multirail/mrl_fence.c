@@ -12,6 +12,12 @@
  * the data on each (the core keeps one rail's operations to a peer in
  * order), and the send answers -FI_EAGAIN until they completed.
  *
+ * shm carries a delivery-complete write in its segmented (SAR) protocol,
+ * which in libfabric 1.17 never completes one of zero bytes.  shm runs a
+ * peer's commands in order (FI_ORDER_RAW in its fi_info, though its util
+ * layer echoes only the orders a hint asked for), so there the flush is a
+ * zero-byte read, which completes once the writes before it ran.
+ *
  * Writes with CQ data do not rely on this: their body chunks are
  * delivery-complete (mrl_rma.c).
  */
@@ -58,7 +64,9 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 	req->hdr.kind = MRL_REQ_FENCE;
 	req->peer = peer;
 	req->rail = rail;
-	ret = fi_writemsg(ep->rails[rail].ep, &msg,
+	ret = ep->domain->fence_by_read ?
+	      fi_readmsg(ep->rails[rail].ep, &msg, FI_COMPLETION) :
+	      fi_writemsg(ep->rails[rail].ep, &msg,
 			  FI_COMPLETION | FI_DELIVERY_COMPLETE);
 	if (!ret) {
 		f->dirty &= ~bit(rail);

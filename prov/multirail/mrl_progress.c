@@ -84,7 +84,11 @@ static void dispatch(struct mrl_ep *ep, int rail,
 
 	if (!rail && ep->av && core_src != FI_ADDR_NOTAVAIL)
 		src = mrl_av_src_addr(ep->av, core_src);
-	if (!hdr) {
+	/*
+	 * A remote write's event has no context of ours; libfabric 1.17's
+	 * shm leaves its own message id there, so the flags decide.
+	 */
+	if (!hdr || (e->flags & (FI_REMOTE_WRITE | FI_REMOTE_READ))) {
 		if (!err)
 			mrl_remote_event(ep, e, src);
 		else
