@@ -159,12 +159,55 @@ static void test_chunk_needs(void)
 	}
 }
 
+/*
+ * Device memory over shm (one GPU copy per piece, one copy engine): never
+ * cut by default, SPLIT included; over a NIC as host memory; the user's
+ * knobs win, a chunk under 4 KiB is ignored.
+ */
+static void test_device(void)
+{
+	const struct mrl_sched_params host = {
+		.policy = MRL_POLICY_AUTO, .stripe_min = 64 * KiB,
+		.chunk_size = 256 * KiB, .max_chunk = ~0ul,
+	};
+	struct mrl_sched_params dev, split = host;
+	uint32_t rr = 0, rails;
+	size_t chunk;
+
+	mrl_sched_device(&host, true, 0, 0, &dev);
+	rails = mrl_sched_rails(&dev, 0xf, 16 * MiB, 0, &rr, &chunk);
+	check(rails == 0xf && chunk == 16 * MiB,
+	      "device over shm: 16 MiB whole to the least busy of 0xf "
+	      "(0x%x, chunk %zu)", rails, chunk);
+	split.policy = MRL_POLICY_SPLIT;
+	mrl_sched_device(&split, true, 0, 0, &dev);
+	rails = mrl_sched_rails(&dev, 0xf, 16 * MiB, 0, &rr, &chunk);
+	check(chunk == 16 * MiB, "device over shm, SPLIT: still whole "
+	      "(chunk %zu)", chunk);
+	mrl_sched_device(&host, false, 0, 0, &dev);
+	rails = mrl_sched_rails(&dev, 0xf, 16 * MiB, 0, &rr, &chunk);
+	check(chunk == 256 * KiB, "device over a NIC: the host's 256 KiB "
+	      "chunks (chunk %zu)", chunk);
+	mrl_sched_device(&host, true, 1 * MiB, 2 * MiB, &dev);
+	rails = mrl_sched_rails(&dev, 0xf, 16 * MiB, 0, &rr, &chunk);
+	check(chunk == 2 * MiB, "device over shm with the knobs: 2 MiB "
+	      "chunks (chunk %zu)", chunk);
+	rails = mrl_sched_rails(&dev, 0xf, 512 * KiB, 0, &rr, &chunk);
+	check(chunk == 512 * KiB, "device, under HMEM_STRIPE_MIN: whole "
+	      "(chunk %zu)", chunk);
+	mrl_sched_device(&host, false, 0, 100, &dev);
+	check(dev.chunk_size == 256 * KiB, "HMEM_CHUNK_SIZE of 100 ignored "
+	      "(%zu)", dev.chunk_size);
+	(void) rails;
+}
+
 int main(void)
 {
 	test_near();
 	test_rails();
 	test_roundrobin();
 	test_chunk_needs();
+	test_device();
 	printf("%s: %d failure(s)\n", check_failures ? "FAIL" : "PASS",
 	       check_failures);
 	return check_failures ? 1 : 0;

@@ -73,6 +73,8 @@ struct mrl_params {
 	char *core_fabric;	/* one of the core's fabrics (efa-direct) */
 	size_t chunk_size;
 	size_t stripe_min;
+	size_t hmem_chunk_size;	/* 0: by the core (mrl_rma_sched_init) */
+	size_t hmem_stripe_min;	/* 0: by the core */
 	int rail_depth;		/* chunks in flight per rail */
 	size_t rail_bytes;	/* bytes in flight per rail */
 	char *policy;
@@ -471,7 +473,8 @@ struct mrl_ep {
 	struct mrl_msg_req *msg_free;
 	size_t msg_pool_size;
 	uint32_t rr_next;		/* round-robin rail for small ops */
-	struct mrl_sched_params sched;
+	struct mrl_sched_params sched;		/* host memory */
+	struct mrl_sched_params sched_device;	/* FI_HMEM other than system */
 
 	/* control channel: rail 0, and RAIL_UP on the others */
 	struct fid_ep *ctrl_ep;		/* cores without FI_TAGGED: on rail 0 */
@@ -524,6 +527,7 @@ extern struct fi_ops_msg mrl_msg_ops;
 extern struct fi_ops_tagged mrl_tagged_ops;
 int mrl_rma_init(struct mrl_ep *ep);
 void mrl_rma_fini(struct mrl_ep *ep);
+void mrl_rma_sched_init(struct mrl_ep *ep);
 int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk);
 void mrl_rma_op_done(void *owner, struct mrl_op *op, int err);
 int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,

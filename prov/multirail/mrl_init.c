@@ -753,6 +753,32 @@ static int keep_honouring(struct fi_info **info, const struct fi_info *hints)
 	return -FI_ENODATA;
 }
 
+/*
+ * Device memory goes through the rails' cores untouched, so FI_HMEM is
+ * offered only where every rail's core offers it: when that is what
+ * failed, say so rather than that no core exists.
+ */
+static void say_why_none(uint32_t version, struct fi_info *core_hints,
+			 const char *core_name)
+{
+	struct fi_info *host = NULL;
+	const char *name = core_name ? core_name : "any";
+
+	if (core_hints->caps & FI_HMEM) {
+		core_hints->caps &= ~FI_HMEM;
+		if (!core_getinfo(version, NULL, NULL, 0, core_hints, &host)) {
+			MRL_INFO(FI_LOG_CORE, "FI_HMEM asked, but the core (%s) "
+				 "does not carry device memory: no entry\n",
+				 name);
+			fi_freeinfo(host);
+			core_hints->caps |= FI_HMEM;
+			return;
+		}
+		core_hints->caps |= FI_HMEM;
+	}
+	MRL_INFO(FI_LOG_CORE, "no RDM+RMA core provider found (%s)\n", name);
+}
+
 int mrl_getinfo(uint32_t version, const char *node, const char *service,
 		uint64_t flags, const struct fi_info *hints,
 		struct fi_info **info)
@@ -787,8 +813,7 @@ int mrl_getinfo(uint32_t version, const char *node, const char *service,
 		ret = avoid_hidden_layering(version, core_hints, &all,
 					    &core_name);
 	if (ret) {
-		MRL_INFO(FI_LOG_CORE, "no RDM+RMA core provider found (%s)\n",
-			 core_name ? core_name : "any");
+		say_why_none(version, core_hints, core_name);
 		goto out;
 	}
 	if (node || service || (flags & FI_SOURCE)) {
@@ -848,6 +873,12 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	  "Largest piece of a striped operation on one rail, at least 4096" },
 	{ "stripe_min", FI_PARAM_SIZE_T, &mrl_params.stripe_min,
 	  64 * 1024, 0, "Operations smaller than this go whole on one rail" },
+	{ "hmem_stripe_min", FI_PARAM_SIZE_T, &mrl_params.hmem_stripe_min,
+	  0, 0, "Device-memory (FI_HMEM) operations smaller than this go "
+	  "whole on one rail; 0: over shm never split, else stripe_min" },
+	{ "hmem_chunk_size", FI_PARAM_SIZE_T, &mrl_params.hmem_chunk_size,
+	  0, 0, "Largest piece of a striped device-memory operation on one "
+	  "rail; 0: chunk_size" },
 	{ "rail_depth", FI_PARAM_INT, &mrl_params.rail_depth,
 	  64, 1, "Most chunks in flight on one rail" },
 	{ "rail_bytes", FI_PARAM_SIZE_T, &mrl_params.rail_bytes,

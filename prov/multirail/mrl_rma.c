@@ -85,13 +85,30 @@ int mrl_rma_init(struct mrl_ep *ep)
 	}
 	ep->rma_reqs = &slots[0].req;
 	ep->rma_pool_size = n;
+	mrl_rma_sched_init(ep);
+	return 0;
+}
+
+/* Host and device memory are cut by their own rules (mrl_sched_device). */
+void mrl_rma_sched_init(struct mrl_ep *ep)
+{
+	const struct fi_info *core = ep->domain->rails[0].info;
+
 	ep->sched = (struct mrl_sched_params) {
 		.policy = ep->domain->policy,
 		.stripe_min = mrl_params.stripe_min,
 		.chunk_size = mrl_params.chunk_size,
 		.max_chunk = ep->domain->core_max_msg,
 	};
-	return 0;
+	if (mrl_params.hmem_chunk_size &&
+	    mrl_params.hmem_chunk_size < MRL_CHUNK_ALIGN)
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "FI_MULTIRAIL_HMEM_CHUNK_SIZE=%zu "
+			      "is below %d: using chunk_size\n",
+			      mrl_params.hmem_chunk_size, MRL_CHUNK_ALIGN);
+	mrl_sched_device(&ep->sched,
+			 !strcmp(core->fabric_attr->prov_name, "shm"),
+			 mrl_params.hmem_stripe_min, mrl_params.hmem_chunk_size,
+			 &ep->sched_device);
 }
 
 void mrl_rma_fini(struct mrl_ep *ep)
@@ -341,6 +358,16 @@ static uint32_t local_near(const struct mrl_rma_args *a)
 	return mr ? mr->near_mask : 0;
 }
 
+/* Device memory is cut by its own rule (mrl_rma_sched_init). */
+static const struct mrl_sched_params *op_sched(const struct mrl_ep *ep,
+					       const struct mrl_rma_args *a)
+{
+	const struct mrl_mr *mr = a->count && a->desc ? a->desc[0] : NULL;
+
+	return mr && mr->iface != FI_HMEM_SYSTEM ? &ep->sched_device :
+	       &ep->sched;
+}
+
 /*
  * A peer with rails out of service (mrl_health.c): the op's rails that are
  * left, else any other rail to it we have a key for; 0 when none is.
@@ -418,7 +445,7 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	mrl_ctrl_rails_up(ep, peer, rails);
 	if (peer->rails_down)
 		rails = usable_rails(peer, rails, slot, a);
-	rails = mrl_sched_rails(&ep->sched, rails, len, ep->engine.busy,
+	rails = mrl_sched_rails(op_sched(ep, a), rails, len, ep->engine.busy,
 				&ep->rr_next, &chunk) & mask_of(nrails);
 	if (!rails && !peer->rails_down)
 		rails = 1u;	/* rail 0's key until the others are known */

@@ -71,6 +71,22 @@ uint32_t mrl_sched_rails(const struct mrl_sched_params *p, uint32_t use,
 	return use;
 }
 
+void mrl_sched_device(const struct mrl_sched_params *host, bool copy_engine,
+		      size_t stripe_min, size_t chunk_size,
+		      struct mrl_sched_params *device)
+{
+	*device = *host;
+	if (copy_engine && !stripe_min) {
+		device->stripe_min = SIZE_MAX;
+		if (device->policy == MRL_POLICY_SPLIT)
+			device->policy = MRL_POLICY_AUTO;
+	}
+	if (stripe_min)
+		device->stripe_min = stripe_min;
+	if (chunk_size >= MRL_CHUNK_ALIGN)
+		device->chunk_size = chunk_size;
+}
+
 unsigned int mrl_sched_chunk(const struct mrl_sched_chunk *c)
 {
 	if (!c->write)

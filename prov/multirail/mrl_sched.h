@@ -50,6 +50,19 @@ uint32_t mrl_sched_rails(const struct mrl_sched_params *p, uint32_t use,
 			 size_t len, uint32_t busy, uint32_t *rr_next,
 			 size_t *chunk);
 
+/*
+ * The rule for device memory, from the host's.  Where the core moves it
+ * with one GPU copy per operation (copy_engine: shm's CUDA IPC copy by the
+ * peer), a chunk costs a copy's launch and every rail shares one copy
+ * engine: such ops go whole to the least busy rail.  Over a NIC (efa with
+ * GPUDirect) the host rule holds.  stripe_min and chunk_size, when not 0,
+ * are the user's (FI_MULTIRAIL_HMEM_*); a chunk_size under MRL_CHUNK_ALIGN
+ * is ignored.
+ */
+void mrl_sched_device(const struct mrl_sched_params *host, bool copy_engine,
+		      size_t stripe_min, size_t chunk_size,
+		      struct mrl_sched_params *device);
+
 /* One chunk, as mrl_sched_chunk sees it. */
 struct mrl_sched_chunk {
 	bool write;		/* a write (reads need neither) */
