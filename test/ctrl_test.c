@@ -355,7 +355,7 @@ static void core_tsend(fi_addr_t target, const void *buf, size_t len,
 static void wildcard_recv_spares_control(fi_addr_t target, const void *name,
 					 size_t namelen)
 {
-	static uint8_t ubuf[MRL_CTRL_BUF_SIZE], msg[MRL_CTRL_BUF_SIZE];
+	static uint8_t ubuf[MRL_CTRL_BUF_SIZE], msg[BAD_MAX];
 	static const char user[] = "user";
 	uint64_t want = stats(0).ctrl_received + 2 * RX_BUFS;
 	size_t len = bad_message(0, msg, name, namelen);
