@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <endian.h>
 #include <errno.h>
 #include <getopt.h>
@@ -65,7 +66,12 @@ enum msg_type {
 	OOB_DONE,	/* c->s: size, count = ops issued (warmup + timed) */
 	OOB_ACK,	/* s->c: status = 0 ok, else error */
 	OOB_FIN,	/* c->s: end of test */
+	OOB_SYNCED,	/* s->c: device synchronised after DONE (HELLO_SYNC) */
 };
+
+/* HELLO's status: op in the low byte, then these */
+#define HELLO_VERIFY	0x100
+#define HELLO_SYNC	0x200	/* the client's clock stops at OOB_SYNCED */
 
 struct oob_msg {
 	uint32_t type;
@@ -95,6 +101,9 @@ static struct {
 	char *label;
 	double max_secs;
 	bool quiet;
+	bool cuda;		/* -D cuda: the buffer in GPU memory */
+	int cuda_dev;		/* -i */
+	bool sync_target;	/* the client waits for OOB_SYNCED */
 } opt = {
 	.port = DEFAULT_PORT,
 	.op = OP_WRITE,
@@ -227,6 +236,128 @@ static long pattern_check(const char *p, size_t size)
 static void poison(char *p, size_t size)
 {
 	memset(p, 0xA5, size);
+}
+
+/* ------------------------------------------------------------------ */
+/* device memory (-D cuda): the CUDA runtime, loaded with dlopen        */
+
+/*
+ * The buffer then lives on the GPU and is never touched by the host: the
+ * pattern is written into, and checked from, a host copy moved with
+ * cudaMemcpy.  A core may move GPU memory with copies that return before
+ * the bytes did, so both sides synchronise the device before the clock
+ * stops (OOB_SYNCED).
+ */
+#define CUDA_H2D	1	/* cudaMemcpyHostToDevice */
+#define CUDA_D2H	2	/* cudaMemcpyDeviceToHost */
+
+static struct {
+	void *lib;
+	int (*set_device)(int);
+	int (*malloc)(void **, size_t);
+	int (*free)(void *);
+	int (*memcpy)(void *, const void *, size_t, int);
+	int (*memset)(void *, int, size_t);
+	int (*synchronize)(void);
+	char *host;		/* the host copy of the buffer */
+} cuda;
+
+static int cuda_load(void)
+{
+	static const char *const names[] = {
+		"libcudart.so", "libcudart.so.13", "libcudart.so.12",
+		"libcudart.so.11.0",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]) && !cuda.lib; i++)
+		cuda.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	if (!cuda.lib) {
+		errmsg("-D cuda: cannot load libcudart (%s)", dlerror());
+		return -1;
+	}
+	*(void **)&cuda.set_device = dlsym(cuda.lib, "cudaSetDevice");
+	*(void **)&cuda.malloc = dlsym(cuda.lib, "cudaMalloc");
+	*(void **)&cuda.free = dlsym(cuda.lib, "cudaFree");
+	*(void **)&cuda.memcpy = dlsym(cuda.lib, "cudaMemcpy");
+	*(void **)&cuda.memset = dlsym(cuda.lib, "cudaMemset");
+	*(void **)&cuda.synchronize = dlsym(cuda.lib, "cudaDeviceSynchronize");
+	if (!cuda.set_device || !cuda.malloc || !cuda.free || !cuda.memcpy ||
+	    !cuda.memset || !cuda.synchronize) {
+		errmsg("-D cuda: libcudart lacks a function we need");
+		return -1;
+	}
+	if (cuda.set_device(opt.cuda_dev)) {
+		errmsg("-D cuda: cudaSetDevice(%d) failed", opt.cuda_dev);
+		return -1;
+	}
+	return 0;
+}
+
+static int buf_alloc(size_t size)
+{
+	if (!opt.cuda) {
+		if (posix_memalign((void **)&buf, 4096, size))
+			return -1;
+		memset(buf, 0, size);
+		return 0;
+	}
+	cuda.host = malloc(size);
+	if (!cuda.host || cuda.malloc((void **)&buf, size)) {
+		buf = NULL;
+		return -1;
+	}
+	return cuda.memset(buf, 0, size) ? -1 : 0;
+}
+
+static void buf_free(void)
+{
+	if (opt.cuda && buf)
+		cuda.free(buf);
+	else
+		free(buf);
+	free(cuda.host);
+	buf = NULL;
+}
+
+static void buf_fill(size_t size)
+{
+	if (!opt.cuda) {
+		pattern_fill(buf, size);
+		return;
+	}
+	pattern_fill(cuda.host, size);
+	if (cuda.memcpy(buf, cuda.host, size, CUDA_H2D))
+		errmsg("cudaMemcpy to the device failed");
+}
+
+static void buf_poison(size_t size)
+{
+	if (!opt.cuda)
+		poison(buf, size);
+	else if (cuda.memset(buf, 0xA5, size))
+		errmsg("cudaMemset failed");
+}
+
+/* As pattern_check, of the buffer wherever it lives. */
+static long buf_check(size_t size)
+{
+	if (!opt.cuda)
+		return pattern_check(buf, size);
+	if (cuda.memcpy(cuda.host, buf, size, CUDA_D2H)) {
+		errmsg("cudaMemcpy from the device failed");
+		return 0;
+	}
+	return pattern_check(cuda.host, size);
+}
+
+static int device_sync(void)
+{
+	if (opt.cuda && cuda.synchronize()) {
+		errmsg("cudaDeviceSynchronize failed");
+		return -1;
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -543,6 +674,31 @@ static int expect_msg(struct oob_msg *m, uint32_t type, double timeout)
 /* ------------------------------------------------------------------ */
 /* libfabric setup                                                      */
 
+static int register_buf(void)
+{
+	struct iovec iov = { buf, buf_size };
+	struct fi_mr_attr attr = {
+		.mr_iov = &iov,
+		.iov_count = 1,
+		.access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
+		.requested_key = (fi->domain_attr->mr_mode & FI_MR_PROV_KEY) ? 0 : MR_KEY_USER,
+		.iface = opt.cuda ? FI_HMEM_CUDA : FI_HMEM_SYSTEM,
+	};
+	uint64_t flags = 0;
+	int ret;
+
+	/* as fabtests: device memory the host never touches (shm then moves
+	 * it with CUDA IPC copies, not through host bounce buffers) */
+	if (opt.cuda) {
+		attr.device.cuda = opt.cuda_dev;
+		flags = FI_HMEM_DEVICE_ONLY;
+	}
+	ret = fi_mr_regattr(domain, &attr, flags, &mr);
+	if (ret)
+		FI_ERR("fi_mr_regattr", ret);
+	return ret;
+}
+
 static int init_fabric(void)
 {
 	struct fi_info *hints;
@@ -560,6 +716,10 @@ static int init_fabric(void)
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 				      FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+	if (opt.cuda) {
+		hints->caps |= FI_HMEM;
+		hints->domain_attr->mr_mode |= FI_MR_HMEM;
+	}
 	hints->domain_attr->av_type = FI_AV_UNSPEC;
 	if (opt.prov)
 		hints->fabric_attr->prov_name = strdup(opt.prov);
@@ -640,18 +800,13 @@ static int init_fabric(void)
 	}
 
 	/* one buffer, used as RMA source/sink locally and as the remote target */
-	if (posix_memalign((void **)&buf, 4096, buf_size)) {
-		errmsg("cannot allocate %zu bytes", buf_size);
+	if (buf_alloc(buf_size)) {
+		errmsg("cannot allocate %zu bytes%s", buf_size, opt.cuda ? " on the GPU" : "");
 		return -FI_ENOMEM;
 	}
-	memset(buf, 0, buf_size);
-	ret = fi_mr_reg(domain, buf, buf_size,
-			FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
-			(fi->domain_attr->mr_mode & FI_MR_PROV_KEY) ? 0 : MR_KEY_USER, 0, &mr, NULL);
-	if (ret) {
-		FI_ERR("fi_mr_reg", ret);
+	ret = register_buf();
+	if (ret)
 		return ret;
-	}
 	if (fi->domain_attr->mr_mode & FI_MR_ENDPOINT) {
 		ret = fi_mr_bind(mr, &ep->fid, 0);
 		if (ret) {
@@ -807,7 +962,8 @@ static int hello(void)
 	struct oob_msg m;
 
 	if (is_client())
-		return send_msg(OOB_HELLO, opt.op | (opt.verify ? 0x100 : 0), buf_size, 0, 0);
+		return send_msg(OOB_HELLO, opt.op | (opt.verify ? HELLO_VERIFY : 0) |
+				(opt.cuda ? HELLO_SYNC : 0), buf_size, 0, 0);
 	if (sock_recv(&m, sizeof(m), opt.max_secs))
 		return -1;
 	msg_decode(&m);
@@ -817,7 +973,8 @@ static int hello(void)
 		return -1;
 	}
 	opt.op = (enum op_type)(m.status & 0xff);
-	opt.verify = !!(m.status & 0x100);
+	opt.verify = !!(m.status & HELLO_VERIFY);
+	opt.sync_target = !!(m.status & HELLO_SYNC);
 	if (m.size > buf_size)
 		buf_size = m.size;
 	return 0;
@@ -863,7 +1020,7 @@ static void cleanup(void)
 		fi_freeinfo(fi);
 	if (sock >= 0)
 		close(sock);
-	free(buf);
+	buf_free();
 	free(ctxs);
 	free(free_slots);
 	free(seen);
@@ -1046,9 +1203,9 @@ static int run_client(void)
 
 		if (opt.verify) {
 			if (opt.op == OP_READ)
-				poison(buf, size);
+				buf_poison(size);
 			else
-				pattern_fill(buf, size);
+				buf_fill(size);
 		}
 		if (send_msg(OOB_BEGIN, (uint32_t)warmup, size, iters, global_seq) ||
 		    expect_msg(&m, OOB_READY, opt.max_secs))
@@ -1063,12 +1220,20 @@ static int run_client(void)
 			return -1;
 		t0 = now();
 		done = run_ops(size, iters, t0 + opt.max_secs, t0 + 2 * opt.max_secs);
-		if (done < 0)
+		if (done < 0 || device_sync())
 			return -1;
 		t1 = now();
 
-		if (send_msg(OOB_DONE, 0, size, (uint64_t)(done + wdone), 0) ||
-		    expect_msg(&m, OOB_ACK, 3 * opt.max_secs))
+		if (send_msg(OOB_DONE, 0, size, (uint64_t)(done + wdone), 0))
+			return -1;
+		/* GPU memory: the bytes are placed once the target's device is
+		 * synchronised too, so that is when the clock stops */
+		if (opt.cuda) {
+			if (expect_msg(&m, OOB_SYNCED, 3 * opt.max_secs))
+				return -1;
+			t1 = now();
+		}
+		if (expect_msg(&m, OOB_ACK, 3 * opt.max_secs))
 			return -1;
 		const char *vres = "";
 		if (opt.verify) {
@@ -1078,7 +1243,7 @@ static int run_client(void)
 				fails++;
 			}
 			if (opt.op == OP_READ) {
-				long bad = pattern_check(buf, size);
+				long bad = buf_check(size);
 				if (bad >= 0) {
 					errmsg("read verification failed: size %zu, first bad byte at %ld",
 					       size, bad);
@@ -1125,7 +1290,7 @@ static int target_verify(size_t size)
 	 * bounded.
 	 */
 	for (tries = 0; tries < 200; tries++) {
-		bad = pattern_check(buf, size);
+		bad = buf_check(size);
 		if (bad < 0)
 			return 0;
 		if (now() > deadline)
@@ -1164,9 +1329,9 @@ static int run_server(void)
 		}
 		if (opt.verify) {
 			if (opt.op == OP_READ)
-				pattern_fill(buf, m.size);
+				buf_fill(m.size);
 			else
-				poison(buf, m.size);
+				buf_poison(m.size);
 		}
 		if (opt.op == OP_WRITEDATA) {
 			cap = m.count + m.status;	/* iters + warmup */
@@ -1203,6 +1368,9 @@ static int run_server(void)
 				status = 1;
 			}
 		}
+		if (opt.sync_target &&
+		    (device_sync() || send_msg(OOB_SYNCED, 0, m.size, 0, 0)))
+			return -1;
 		if (!status && opt.verify && opt.op != OP_READ && target_verify(m.size))
 			status = 2;
 		if (status)
@@ -1297,6 +1465,9 @@ static void usage(const char *prog)
 		"  -c FILE       append CSV rows label,op,size,iters,seconds,MBps,Gbps\n"
 		"  -L LABEL      label for the CSV rows\n"
 		"  -T SECS       time bound per size and per wait (default 60)\n"
+		"  -D cuda       the buffer in GPU memory (CUDA, loaded at run time); the\n"
+		"                clock stops once both sides synchronised the device\n"
+		"  -i N          the CUDA device (default 0)\n"
 		"  -q            quiet: no '#' info lines\n",
 		prog, DEFAULT_PORT, MIN_ITERS, MAX_DEF_ITERS);
 }
@@ -1310,7 +1481,7 @@ int main(int argc, char **argv)
 	opt.sizes[0] = 4UL << 20;
 	opt.nsizes = 1;
 
-	while ((c = getopt(argc, argv, "p:d:s:BP:o:S:W:I:w:U:vc:L:T:qh")) != -1) {
+	while ((c = getopt(argc, argv, "p:d:s:BP:o:S:W:I:w:U:vc:L:T:qD:i:h")) != -1) {
 		switch (c) {
 		case 'p': opt.prov = optarg; break;
 		case 'd': opt.domain = optarg; break;
@@ -1342,6 +1513,14 @@ int main(int argc, char **argv)
 		case 'L': opt.label = optarg; break;
 		case 'T': opt.max_secs = atof(optarg); break;
 		case 'q': opt.quiet = true; break;
+		case 'D':
+			if (strcmp(optarg, "cuda")) {
+				fprintf(stderr, "-D: only cuda\n");
+				return 1;
+			}
+			opt.cuda = true;
+			break;
+		case 'i': opt.cuda_dev = atoi(optarg); break;
 		default:
 			usage(argv[0]);
 			return c == 'h' ? 0 : 1;
@@ -1367,6 +1546,8 @@ int main(int argc, char **argv)
 		free_slots[i] = opt.window - 1 - i;
 	nfree = opt.window;
 
+	if (opt.cuda && cuda_load())
+		return 1;
 	/* oob first: a server without a client fails fast, and fi_getinfo errors
 	 * are reported on both sides (the peer sees the connection close). */
 	ret = oob_connect();
