@@ -18,6 +18,8 @@ rma() {
 }
 # efa alone: the test provider itself, writes placed second half first
 FI_PROVIDER=efa MRL_TEST_PROV=efa rma -o all -S 1048576 -W 8
+# and with every RMA through the path GPU memory takes (efa_emu_hmem.c)
+FI_PROVIDER=efa MRL_TEST_PROV=efa FI_EFA_EMU_HMEM=all rma -o all -S 1048576 -W 8
 fixtures=$(mktemp -d /tmp/mrl-efa-XXXXXX)
 trap 'rm -rf "$fixtures"' EXIT
 sh "${srcdir:-.}/test/topo/gen-fixtures.sh" "$fixtures" >/dev/null
@@ -44,6 +46,12 @@ FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm FI_MULTIRAIL_STRIPE_MIN=2048 \
 rma -o write -S 4194304 -W 4 -C -A
 # the other spelling
 (unset FI_PROVIDER; MRL_TEST_PROV="efa;multirail" rma -o all -S 4194304 -W 8)
+# GPU memory's path (test/efa/efa_emu_hmem.c), taken by every RMA here, host
+# memory too: the test provider's own messages and copies at both ends, as
+# efa with GPUDirect is emulated where CUDA is; bytes and CQ data checked
+FI_EFA_EMU_HMEM=all rma -o all -S 16777216 -W 8 -A
+FI_EFA_EMU_HMEM=all FI_MULTIRAIL_STRIPE_MIN=2048 FI_MULTIRAIL_CHUNK_SIZE=4096 \
+	rma -o all -S 1048576 -W 4 -A
 # a NIC that answers -FI_EAGAIN in bursts, completions that come late
 FI_EFA_EMU_EAGAIN_EVERY=7 FI_EFA_EMU_EAGAIN_BURST=3 FI_EFA_EMU_DELAY_US=300 \
 	FI_MULTIRAIL_STRIPE_MIN=2048 FI_MULTIRAIL_CHUNK_SIZE=4096 \

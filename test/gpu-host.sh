@@ -6,10 +6,11 @@
 #   2. multirail against it, its own tests skipped (CI runs them);
 #   3. fabtests-ext/scripts/fi_multirail_gpu: stock fi_rma_bw and our
 #      fi_multirail_bw with -D cuda over shm and multirail, checked and
-#      timed, then fi_multirail_topo.
+#      timed, over multirail;efa (the test provider, built here), then
+#      fi_multirail_topo.
 # The tree must already hold configure (./autogen.sh where libtool is).
 #   usage: test/gpu-host.sh --libfabric-tarball F [--hwloc-tgz F] [--out DIR]
-#          [--reps N] [--only check|perf|topo|bw]
+#          [--reps N] [--only check,perf,topo,bw,efa]
 # --hwloc-tgz: Debian's libhwloc-dev files (headers, hwloc.pc), used where
 # the host has libhwloc.so.15 but no headers.
 set -uo pipefail
@@ -22,7 +23,7 @@ while [ $# -gt 0 ]; do
 	--reps) REPS=$2; shift 2 ;;
 	--only) ONLY=$2; shift 2 ;;
 	*) echo "usage: $0 --libfabric-tarball F [--hwloc-tgz F] [--out DIR]" \
-		"[--reps N] [--only check|perf|topo|bw]" >&2; exit 2 ;;
+		"[--reps N] [--only check,perf,topo,bw,efa]" >&2; exit 2 ;;
 	esac
 done
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -74,7 +75,8 @@ step "multirail against it"
 rm -rf "$work/mrl" && mkdir -p "$work/mrl"
 (cd "$work/mrl" && "$src/configure" --with-libfabric="$lf" \
 	--with-cuda="$cuda" && make -j"$jobs" &&
- make -j"$jobs" fabtests-ext/fi_multirail_topo fabtests-ext/fi_multirail_bw) \
+ make -j"$jobs" fabtests-ext/fi_multirail_topo fabtests-ext/fi_multirail_bw \
+	test/libefa-fi.la) \
 	>"$OUT/build-multirail.log" 2>&1 ||
 	{ tail -n 30 "$OUT/build-multirail.log"; exit 1; }
 nvidia-smi -L

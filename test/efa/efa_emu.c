@@ -117,6 +117,7 @@ static void read_knobs(void)
 			 &emu_knobs.eagain_burst);
 	fi_param_get_int(&emu_prov, "emu_delay_us", &emu_knobs.delay_us);
 	parse_nics(emu_knobs.nics);
+	emu_hmem_init();
 }
 
 /* ---- fi_getinfo -------------------------------------------------------------- */
@@ -245,6 +246,13 @@ static void set_attrs(struct fi_info *fi, bool direct, const char *domain,
 		(direct || (h && h->domain_attr &&
 			    (h->domain_attr->mr_mode & FI_MR_LOCAL)) ?
 		 FI_MR_LOCAL : 0);
+	/* efa with GPUDirect: device memory, registered as such */
+	if (h && (h->caps & FI_HMEM) && emu_hmem_offered()) {
+		fi->caps |= FI_HMEM;
+		fi->tx_attr->caps |= FI_HMEM;
+		fi->rx_attr->caps |= FI_HMEM;
+		fi->domain_attr->mr_mode |= FI_MR_HMEM;
+	}
 	fi->domain_attr->mr_key_size = EMU_KEY_SIZE;
 	fi->domain_attr->cq_data_size = EMU_CQ_DATA_SIZE;
 	fi->domain_attr->mr_iov_limit = 1;
@@ -279,6 +287,8 @@ static struct fi_info *core_hints(const struct emu_nic *nic,
 				    FI_LOCAL_COMM | FI_REMOTE_COMM);
 	if (h)
 		ch->caps |= h->caps & (FI_SOURCE | FI_DIRECTED_RECV);
+	if (emu_hmem_active())	/* a staged RMA's target answers its sender */
+		ch->caps |= FI_SOURCE;
 	ch->mode = FI_CONTEXT | FI_CONTEXT2;
 	ch->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
 				   FI_MR_ALLOCATED;
@@ -421,6 +431,29 @@ static int emu_fabric_open(struct fi_fabric_attr *attr,
 
 /* ---- memory registration ------------------------------------------------------- */
 
+/* Domain locked. */
+struct emu_mr *emu_mr_find(struct emu_domain *dom, uint64_t key)
+{
+	struct emu_mr *mr;
+
+	for (mr = dom->mrs; mr && mr->mr_fid.key != key; mr = mr->next)
+		;
+	return mr;
+}
+
+static void mr_unlink(struct emu_mr *mr)
+{
+	struct emu_domain *dom = mr->domain;
+	struct emu_mr **p;
+
+	pthread_mutex_lock(&dom->lock);
+	for (p = &dom->mrs; *p && *p != mr; p = &(*p)->next)
+		;
+	if (*p)
+		*p = mr->next;
+	pthread_mutex_unlock(&dom->lock);
+}
+
 struct emu_mr *emu_mr_of(struct emu_domain *dom, void *desc)
 {
 	struct emu_mr *mr = desc;
@@ -431,10 +464,11 @@ struct emu_mr *emu_mr_of(struct emu_domain *dom, void *desc)
 static int mr_close(struct fid *fid)
 {
 	struct emu_mr *mr = emu_container_of(fid, struct emu_mr, mr_fid.fid);
-	int ret = fi_close(&mr->core->fid);
+	int ret = mr->core ? fi_close(&mr->core->fid) : 0;
 
 	if (ret)
 		return ret;
+	mr_unlink(mr);
 	mr->magic = 0;
 	free(mr);
 	return 0;
@@ -456,10 +490,26 @@ uint64_t emu_random(struct emu_domain *dom)
 	return dom->rng;
 }
 
-/* A random 32-bit key, as the device's rkeys look to an application. */
+/*
+ * A random 32-bit key, as the device's rkeys look to an application; bit
+ * 31 says device memory (EMU_KEY_DEVICE), which the core never registers.
+ */
 static uint64_t next_key(struct emu_domain *dom)
 {
-	return (emu_random(dom) >> 16) & 0xffffffffu ?: 1;
+	return ((emu_random(dom) >> 16) & 0x7fffffffu) ?: 1;
+}
+
+/* Device memory: no core registration, a key of its own.  Domain locked. */
+static int device_key(struct emu_domain *dom, uint64_t *key)
+{
+	int tries;
+
+	for (tries = 0; tries < 16; tries++) {
+		*key = next_key(dom) | EMU_KEY_DEVICE;
+		if (!emu_mr_find(dom, *key))
+			return 0;
+	}
+	return -FI_ENOKEY;
 }
 
 static int emu_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
@@ -477,13 +527,26 @@ static int emu_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 			 attr->iov_count);
 		return -FI_EINVAL;
 	}
-	if (attr->iface != FI_HMEM_SYSTEM) {
-		EMU_WARN(FI_LOG_MR, "device memory: not emulated yet\n");
+	if (attr->iface != FI_HMEM_SYSTEM &&
+	    (attr->iface != FI_HMEM_CUDA || !emu_hmem_offered())) {
+		EMU_WARN(FI_LOG_MR, "device memory (iface %d): only CUDA's, "
+			 "where a GPU is found (FI_EFA_EMU_HMEM)\n",
+			 (int) attr->iface);
 		return -FI_EOPNOTSUPP;
 	}
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -FI_ENOMEM;
+	if (attr->iface != FI_HMEM_SYSTEM) {
+		pthread_mutex_lock(&dom->lock);
+		ret = device_key(dom, &mr->mr_fid.key);
+		pthread_mutex_unlock(&dom->lock);
+		if (ret) {
+			free(mr);
+			return ret;
+		}
+		goto registered;
+	}
 	/*
 	 * tcp's RDM endpoints address remote memory by offset from the
 	 * registration's start, whatever mr_mode they were given; efa by
@@ -509,15 +572,22 @@ static int emu_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 		free(mr);
 		return ret;
 	}
+	mr->mr_fid.key = fi_mr_key(mr->core);
+registered:
 	mr->magic = EMU_MR_MAGIC;
 	mr->domain = dom;
 	mr->buf = attr->mr_iov[0].iov_base;
 	mr->len = attr->mr_iov[0].iov_len;
+	mr->access = attr->access;
+	mr->iface = attr->iface;
 	mr->mr_fid.fid.fclass = FI_CLASS_MR;
 	mr->mr_fid.fid.context = attr->context;
 	mr->mr_fid.fid.ops = &mr_fi_ops;
 	mr->mr_fid.mem_desc = mr;
-	mr->mr_fid.key = fi_mr_key(mr->core);
+	pthread_mutex_lock(&dom->lock);
+	mr->next = dom->mrs;
+	dom->mrs = mr;
+	pthread_mutex_unlock(&dom->lock);
 	*out = &mr->mr_fid;
 	return 0;
 }
@@ -681,6 +751,7 @@ err:
 
 static void emu_cleanup(void)
 {
+	emu_hmem_fini();
 }
 
 struct fi_provider emu_prov = {

@@ -39,6 +39,11 @@
 #define EMU_DIRECT_INLINE	32	/* a device's inline_buf_size (MSG) */
 #define EMU_MR_MAGIC		0x6566616d72ULL	/* "efamr" */
 
+/* Device registrations' keys (efa_emu_hmem.c); host ones have it clear. */
+#define EMU_KEY_DEVICE		(1ULL << 31)
+/* Tags with this bit are the test provider's own (staged RMA). */
+#define EMU_TAG_INTERNAL	(1ULL << 62)
+
 /* libfabric's OFI_GETINFO_HIDDEN: reach tcp while FI_PROVIDER hides it. */
 #define EMU_GETINFO_HIDDEN	(1ULL << 60)
 
@@ -88,15 +93,19 @@ struct emu_domain {
 	uint64_t mr_local;		/* FI_MR_LOCAL was granted */
 	pthread_mutex_t lock;
 	uint64_t rng;
+	struct emu_mr *mrs;		/* for staged RMA's target (by key) */
 };
 
 struct emu_mr {
 	struct fid_mr mr_fid;
 	uint64_t magic;
 	struct emu_domain *domain;
-	struct fid_mr *core;
+	struct fid_mr *core;		/* NULL for device memory */
 	const char *buf;
 	size_t len;
+	uint64_t access;
+	enum fi_hmem_iface iface;
+	struct emu_mr *next;
 };
 
 struct emu_comp {
@@ -119,9 +128,17 @@ struct emu_cq {
 	int neps;
 };
 
+struct emu_req;
+struct emu_bounce;
+typedef void (*emu_done_fn)(struct emu_req *req,
+			    const struct fi_cq_tagged_entry *e, fi_addr_t src,
+			    int err);
+
 /* One user operation: may be several core operations (halves). */
 struct emu_req {
 	struct fi_context2 core_ctx;	/* what the core holds: first */
+	emu_done_fn done;		/* the provider's own operation */
+	struct emu_bounce *bounce;	/* device memory through host memory */
 	struct emu_ep *ep;
 	struct emu_cq *cq;		/* NULL: no completion wanted */
 	void *context;
@@ -158,6 +175,9 @@ struct emu_ep {
 	uint64_t posts;			/* for the EAGAIN bursts */
 	int eagain_left;
 	struct emu_rma *held, **held_tail;	/* placed later, in order */
+	struct emu_xfer *xfers;		/* staged RMAs under way, in order */
+	void *hdr_rx;			/* their header receives */
+	struct fid_mr *hdr_mr;
 };
 
 int emu_getinfo(uint32_t version, const char *node, const char *service,
@@ -177,6 +197,28 @@ void emu_req_done(struct emu_req *req, const struct fi_cq_tagged_entry *e,
 void emu_ep_flush(struct emu_ep *ep);
 struct emu_mr *emu_mr_of(struct emu_domain *dom, void *desc);
 uint64_t emu_now_ns(void);
+struct emu_mr *emu_mr_find(struct emu_domain *dom, uint64_t key);
+
+/* efa_emu_hmem.c: device memory, through host copies */
+void emu_hmem_init(void);
+void emu_hmem_fini(void);
+bool emu_hmem_offered(void);
+bool emu_hmem_active(void);
+bool emu_hmem_is_device(const void *buf);
+bool emu_hmem_msg_staged(struct emu_domain *dom, void **desc, size_t count);
+int emu_hmem_msg_bounce(struct emu_ep *ep, bool tx, struct emu_req *req,
+			struct fi_msg_tagged *msg, struct iovec *iov,
+			void **desc, size_t len);
+void emu_hmem_req_done(struct emu_req *req,
+		       const struct fi_cq_tagged_entry *e);
+bool emu_hmem_rma_staged(struct emu_domain *dom, void **desc, size_t count,
+			 const void *buf, uint64_t key);
+ssize_t emu_hmem_rma(struct emu_ep *ep, bool write, const struct iovec *iov,
+		     size_t count, const struct fi_rma_iov *rma, fi_addr_t addr,
+		     uint64_t data, uint64_t flags, struct emu_req *user);
+void emu_hmem_flush(struct emu_ep *ep);
+int emu_hmem_ep_enable(struct emu_ep *ep);
+void emu_hmem_ep_close(struct emu_ep *ep);
 uint64_t emu_random(struct emu_domain *dom);
 int emu_nosys(void);
 

@@ -35,6 +35,8 @@ void emu_req_done(struct emu_req *req, const struct fi_cq_tagged_entry *e,
 
 	if (--req->pending > 0)
 		return;
+	if (req->bounce)
+		emu_hmem_req_done(req, e);
 	if (req->cq && (c = new_comp(src))) {
 		c->e.op_context = req->context;
 		c->e.flags = req->flags;
@@ -60,8 +62,14 @@ static void core_entry(struct emu_cq *cq, const struct fi_cq_tagged_entry *e,
 {
 	struct emu_comp *c;
 
-	if (e->op_context) {
-		emu_req_done(e->op_context, e, src);
+	struct emu_req *req = e->op_context;
+
+	if (req && req->done) {
+		req->done(req, e, src, 0);
+		return;
+	}
+	if (req) {
+		emu_req_done(req, e, src);
 		return;
 	}
 	/* No context: a peer's write with CQ data (only 32 bits travel). */
@@ -82,6 +90,10 @@ static void core_error(struct emu_cq *cq)
 	if (fi_cq_readerr(cq->core, &err, 0) != 1)
 		return;
 	req = err.op_context;
+	if (req && req->done) {
+		req->done(req, NULL, FI_ADDR_NOTAVAIL, err.err ? err.err : FI_EIO);
+		return;
+	}
 	if (req) {
 		if (!req->err) {
 			req->err = err.err ? err.err : FI_EIO;

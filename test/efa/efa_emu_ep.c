@@ -148,7 +148,8 @@ static int core_descs(struct emu_ep *ep, const struct iovec *iov, void **desc,
 				 "registration\n", i);
 			return -FI_EINVAL;
 		}
-		out[i] = fi_mr_desc(mr->core);
+		/* device memory goes through a bounce buffer instead */
+		out[i] = mr->core ? fi_mr_desc(mr->core) : NULL;
 	}
 	return 0;
 }
@@ -180,6 +181,7 @@ static ssize_t post_msg(struct emu_ep *ep, bool tx, bool tagged,
 {
 	void *desc[EMU_RDM_IOV_LIMIT];
 	struct fi_msg_tagged m = *msg;
+	struct iovec bounce_iov;
 	struct fi_msg um;
 	size_t limit = ep->domain->direct ? EMU_DIRECT_IOV_LIMIT :
 					    EMU_RDM_IOV_LIMIT;
@@ -194,6 +196,11 @@ static ssize_t post_msg(struct emu_ep *ep, bool tx, bool tagged,
 			 msg->iov_count, limit);
 		return -FI_EINVAL;
 	}
+	if (tagged && emu_hmem_active() && (msg->tag & EMU_TAG_INTERNAL)) {
+		EMU_WARN(FI_LOG_EP_DATA, "tag bit 62 is the provider's\n");
+		return -FI_EINVAL;
+	}
+	m.ignore &= emu_hmem_active() ? ~EMU_TAG_INTERNAL : ~0ULL;
 	if (tx && (flags & FI_INJECT) && ep->domain->direct &&
 	    len > EMU_DIRECT_INLINE)	/* efa_msg.c:269-307 */
 		return -FI_EOPNOTSUPP;
@@ -210,6 +217,14 @@ static ssize_t post_msg(struct emu_ep *ep, bool tx, bool tagged,
 	if (tx && tx_fails(ep))
 		return fail_req(req);
 	m.desc = desc;
+	if (emu_hmem_msg_staged(ep->domain, msg->desc, msg->iov_count)) {
+		ret = emu_hmem_msg_bounce(ep, tx, req, &m, &bounce_iov, desc,
+					  len);
+		if (ret) {
+			free(req);
+			return ret;
+		}
+	}
 	m.context = req;
 	m.data &= 0xffffffffu;
 	flags = (flags & (FI_REMOTE_CQ_DATA | FI_INJECT)) | FI_COMPLETION;
@@ -219,8 +234,11 @@ static ssize_t post_msg(struct emu_ep *ep, bool tx, bool tagged,
 	else
 		ret = tx ? fi_sendmsg(ep->core, untagged(&m, &um), flags) :
 			   fi_recvmsg(ep->core, untagged(&m, &um), flags);
-	if (ret)
+	if (ret) {
+		if (req->bounce)
+			emu_hmem_req_done(req, NULL);
 		free(req);
+	}
 	return ret;
 }
 
@@ -316,12 +334,35 @@ static ssize_t inject_msg(struct fid_ep *fid, const void *buf, size_t len,
 			  bool tagged, uint64_t tag)
 {
 	struct emu_ep *ep = to_ep(fid);
+	void *host = NULL;
 	ssize_t ret;
 
 	if (ep->domain->direct && len > EMU_DIRECT_INLINE)
 		return -FI_EOPNOTSUPP;
 	if (tagged && !(ep->caps & FI_TAGGED))
 		return -FI_EOPNOTSUPP;
+	if (tagged && emu_hmem_active() && (tag & EMU_TAG_INTERNAL))
+		return -FI_EINVAL;
+	/* an inject has no descriptor: CUDA says where its buffer is */
+	if (emu_hmem_offered() && emu_hmem_is_device(buf)) {
+		struct iovec iov = { (void *) buf, len };
+		struct fi_msg_tagged one = { .msg_iov = &iov, .iov_count = 1 };
+		struct emu_req tmp = { 0 };
+		struct iovec biov;
+		void *bdesc;
+
+		ret = emu_hmem_msg_bounce(ep, true, &tmp, &one, &biov, &bdesc,
+					  len);
+		if (ret)
+			return ret;
+		host = malloc(len ? len : 1);
+		if (host)
+			memcpy(host, biov.iov_base, len);
+		emu_hmem_req_done(&tmp, NULL);
+		if (!host)
+			return -FI_ENOMEM;
+		buf = host;
+	}
 	pthread_mutex_lock(&ep->domain->lock);
 	if (eagain_now(ep)) {
 		ret = -FI_EAGAIN;
@@ -337,6 +378,7 @@ static ssize_t inject_msg(struct fid_ep *fid, const void *buf, size_t len,
 				 fi_inject(ep->core, buf, len, dest);
 	}
 	pthread_mutex_unlock(&ep->domain->lock);
+	free(host);
 	return ret;
 }
 
@@ -588,6 +630,8 @@ void emu_ep_flush(struct emu_ep *ep)
 	struct emu_rma *r;
 	ssize_t ret;
 
+	if (ep->xfers)
+		emu_hmem_flush(ep);
 	while ((r = ep->held) && r->due_ns <= now) {
 		ret = post_rma(r);
 		if (ret == -FI_EAGAIN)
@@ -681,6 +725,15 @@ static ssize_t post_rma_msg(struct emu_ep *ep, bool write,
 		r.req->err = FI_EINVAL;
 		emu_req_done(r.req, NULL, FI_ADDR_NOTAVAIL);
 		return 0;
+	}
+	if (emu_hmem_rma_staged(ep->domain, msg->desc, msg->iov_count,
+				msg->iov_count ? msg->msg_iov[0].iov_base : NULL,
+				r.rma.key)) {
+		ret = emu_hmem_rma(ep, write, r.iov, r.count, &r.rma, r.addr,
+				   r.data, flags, r.req);
+		if (ret)
+			free(r.req);
+		return ret;
 	}
 	if (hold(ep, &r))
 		return 0;
@@ -794,7 +847,14 @@ static ssize_t inject_rma(struct fid_ep *fid, const void *buf, size_t len,
 		ret = -FI_EAGAIN;
 	else if (tx_fails(ep))
 		ret = 0;
-	else
+	else if (emu_hmem_rma_staged(ep->domain, NULL, 1, buf, key)) {
+		struct iovec iov = { (void *) buf, len };
+		struct fi_rma_iov rma = { addr, len, key };
+
+		ret = emu_hmem_rma(ep, true, &iov, 1, &rma, dest,
+				   data & 0xffffffffu,
+				   data_too ? FI_REMOTE_CQ_DATA : 0, NULL);
+	} else
 		ret = data_too ? fi_inject_writedata(ep->core, buf, len,
 						     data & 0xffffffffu, dest,
 						     addr, key) :
@@ -873,6 +933,7 @@ static int ep_close(struct fid *fid)
 		free(r->req);
 		free(r);
 	}
+	emu_hmem_ep_close(ep);
 	free(ep);
 	return 0;
 }
@@ -925,9 +986,17 @@ static int ep_control(struct fid *fid, int command, void *arg)
 {
 	struct emu_ep *ep = emu_container_of(fid, struct emu_ep, ep_fid.fid);
 
+	int ret;
+
 	if (command != FI_ENABLE)
 		return -FI_ENOSYS;
-	return fi_enable(ep->core);
+	ret = fi_enable(ep->core);
+	if (!ret) {
+		pthread_mutex_lock(&ep->domain->lock);
+		ret = emu_hmem_ep_enable(ep);
+		pthread_mutex_unlock(&ep->domain->lock);
+	}
+	return ret;
 }
 
 static struct fi_ops ep_fi_ops = {
