@@ -184,10 +184,13 @@ static void test_device(void)
 	rails = mrl_sched_rails(&dev, 0xf, 16 * MiB, 0, &rr, &chunk);
 	check(chunk == 16 * MiB, "device over shm, SPLIT: still whole "
 	      "(chunk %zu)", chunk);
+	check(dev.unmetered, "device over shm: no byte budget per rail");
 	mrl_sched_device(&host, false, 0, 0, &dev);
 	rails = mrl_sched_rails(&dev, 0xf, 16 * MiB, 0, &rr, &chunk);
 	check(chunk == 256 * KiB, "device over a NIC: the host's 256 KiB "
 	      "chunks (chunk %zu)", chunk);
+	check(!dev.unmetered && !host.unmetered, "a NIC's byte budget holds "
+	      "for device memory, and for host memory everywhere");
 	mrl_sched_device(&host, true, 1 * MiB, 2 * MiB, &dev);
 	rails = mrl_sched_rails(&dev, 0xf, 16 * MiB, 0, &rr, &chunk);
 	check(chunk == 2 * MiB, "device over shm with the knobs: 2 MiB "

@@ -625,9 +625,39 @@ static void test_fail_ops_abandon(void)
 	mrl_engine_fini(&eng);
 }
 
+/*
+ * Whole 1 MiB ops to one rail of 2 MiB byte budget and depth 8: metered,
+ * two go at a time; unmetered (device memory over a copy engine), as many
+ * as the depth allows.
+ */
+static void test_unmetered(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op ops[8];
+	struct fake f;
+	int i, pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		setup(&eng, &f, 1, 8, 2 << 20);
+		for (i = 0; i < 8; i++) {
+			init_op(&ops[i], 1 << 20, 0);
+			ops[i].unmetered = pass;
+			mrl_op_prepare(&eng, &ops[i], 0x1, 1 << 20);
+			mrl_engine_submit(&eng, &ops[i]);
+		}
+		CHECK(f.nposted == (pass ? 8 : 2), "%s: %d of 8 ops in flight",
+		      pass ? "unmetered" : "metered", f.nposted);
+		drain(&eng, &f, 1);
+		CHECK(f.done_calls == 8, "%d completions for 8 ops",
+		      f.done_calls);
+		mrl_engine_fini(&eng);
+	}
+}
+
 int main(void)
 {
 	test_chunking();
+	test_unmetered();
 	test_exactly_once_many_ops();
 	test_final_chunk_last();
 	test_one_iov();

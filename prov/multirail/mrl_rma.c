@@ -430,6 +430,7 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 		memcpy(req->op.desc, a->desc, a->count * sizeof(void *));
 	req->op.iov_count = a->count;
 	req->op.one_iov = ep->domain->rma_one_iov;
+	req->op.unmetered = op_sched(ep, a)->unmetered;
 	req->op.raddr = a->rma_iov->addr;
 	req->op.peer = peer;
 	req->cq_flags = FI_RMA | (a->kind == MRL_OP_WRITE ? FI_WRITE : FI_READ);

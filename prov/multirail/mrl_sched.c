@@ -76,6 +76,8 @@ void mrl_sched_device(const struct mrl_sched_params *host, bool copy_engine,
 		      struct mrl_sched_params *device)
 {
 	*device = *host;
+	if (copy_engine)
+		device->unmetered = true;
 	if (copy_engine && !stripe_min) {
 		device->stripe_min = SIZE_MAX;
 		if (device->policy == MRL_POLICY_SPLIT)

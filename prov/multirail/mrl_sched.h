@@ -30,6 +30,7 @@ struct mrl_sched_params {
 	size_t stripe_min;	/* AUTO: smaller ops go whole */
 	size_t chunk_size;	/* largest chunk of a striped op */
 	size_t max_chunk;	/* the core's max_msg_size */
+	bool unmetered;		/* no byte budget per rail, only its depth */
 };
 
 /*
@@ -54,8 +55,11 @@ uint32_t mrl_sched_rails(const struct mrl_sched_params *p, uint32_t use,
  * The rule for device memory, from the host's.  Where the core moves it
  * with one GPU copy per operation (copy_engine: shm's CUDA IPC copy by the
  * peer), a chunk costs a copy's launch and every rail shares one copy
- * engine: such ops go whole to the least busy rail.  Over a NIC (efa with
- * GPUDirect) the host rule holds.  stripe_min and chunk_size, when not 0,
+ * engine: such ops go whole to the least busy rail, and a rail takes as
+ * many as its depth allows whatever their bytes (unmetered): the bytes in
+ * flight that pace a NIC do not pace a copy engine, whose launches need a
+ * deep queue to overlap.  Over a NIC (efa with GPUDirect) the host rule
+ * holds.  stripe_min and chunk_size, when not 0,
  * are the user's (FI_MULTIRAIL_HMEM_*); a chunk_size under MRL_CHUNK_ALIGN
  * is ignored.
  */

@@ -104,24 +104,27 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 	op->body_len = op->len - final;
 }
 
-static bool rail_has_credit(const struct mrl_engine *eng, int rail, size_t len)
+static bool rail_has_credit(const struct mrl_engine *eng, int rail,
+			    const struct mrl_op *op, size_t len)
 {
 	const struct mrl_rail_credit *rc = &eng->rail[rail];
 
 	if ((eng->blocked & (1u << rail)) ||
 	    rc->inflight >= eng->max_chunks_per_rail)
 		return false;
-	return !rc->inflight_bytes ||
+	return op->unmetered || !rc->inflight_bytes ||
 	       rc->inflight_bytes + len <= eng->max_bytes_per_rail;
 }
 
 /* The least loaded rail with credit; ties rotate so idle rails share. */
-static int pick_rail(struct mrl_engine *eng, uint32_t mask, size_t len)
+static int pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
+		     size_t len)
 {
 	int best = -1, i, r = eng->next_rail;
 
 	for (i = 0; i < eng->nrails; i++, r = r + 1 < eng->nrails ? r + 1 : 0) {
-		if (!(mask & (1u << r)) || !rail_has_credit(eng, r, len))
+		if (!(op->rail_mask & (1u << r)) ||
+		    !rail_has_credit(eng, r, op, len))
 			continue;
 		if (best < 0 ||
 		    eng->rail[r].inflight_bytes < eng->rail[best].inflight_bytes)
@@ -177,7 +180,7 @@ static int post_chunk(struct mrl_engine *eng, struct mrl_op *op,
 	int rail, ret;
 
 	for (;;) {
-		rail = pick_rail(eng, op->rail_mask, chunk->len);
+		rail = pick_rail(eng, op, chunk->len);
 		if (rail < 0)
 			return -FI_EAGAIN;
 		chunk->rail = rail;

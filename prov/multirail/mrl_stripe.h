@@ -105,6 +105,8 @@ struct mrl_op {
 	size_t chunk_size;
 	bool one_iov;			/* no chunk spans two of iov[] (a core
 					 * whose RMA takes one local iov) */
+	bool unmetered;			/* rails' byte budget does not apply
+					 * (mrl_sched_params.unmetered) */
 
 	/*
 	 * Remote CQ data must not be visible at the target before all the
