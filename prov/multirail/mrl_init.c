@@ -884,7 +884,7 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	{ "rail_bytes", FI_PARAM_SIZE_T, &mrl_params.rail_bytes,
 	  2 * 1024 * 1024, 1,
 	  "Most bytes in flight on one rail; the next chunk goes to the "
-	  "rail that drains first" },
+	  "rail that drains first (not device memory over shm)" },
 	{ "policy", FI_PARAM_STRING, &mrl_params.policy, 0, 0,
 	  "auto (small ops to the least busy rail, large ops split), split "
 	  "(every op over all rails) or roundrobin (whole ops rotate)." },
