@@ -545,6 +545,128 @@ static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 	printf("ok 12 claimed senders; a known peer is still answered\n");
 }
 
+/* Progress both multirail endpoints until fi_write's completions come. */
+static void write_to(struct side *peer_side, fi_addr_t peer, struct fid_mr *mr,
+		     const uint8_t *src, uint64_t raddr, uint64_t key, int n)
+{
+	struct fi_cq_tagged_entry e;
+	double end;
+	int i, done = 0;
+
+	for (i = 0; i < n; i++) {
+		end = now() + TIMEOUT_S;
+		while (fi_write(mr_side.ep, src, LEN, fi_mr_desc(mr), peer,
+				raddr, key, NULL) == -FI_EAGAIN &&
+		       now() < end) {
+			fi_cq_read(mr_side.cq, NULL, 0);
+			fi_cq_read(peer_side->cq, NULL, 0);
+		}
+		for (end = now() + TIMEOUT_S; done <= i && now() < end;) {
+			ssize_t r = fi_cq_read(mr_side.cq, &e, 1);
+
+			fi_cq_read(peer_side->cq, NULL, 0);
+			if (r == 1)
+				done++;
+			else if (r != -FI_EAGAIN)
+				die("write completion: %zd", r);
+		}
+	}
+	if (done != n)
+		die("%d of %d writes completed", done, n);
+}
+
+/*
+ * A liar claims another multirail peer's rail-0 address with a rail 1 of
+ * its own (this plain endpoint's), before the user inserts that peer.  The
+ * inserted address must win: striped writes to the peer then use its own
+ * rail 1, which fails nothing and re-issues nothing, and every byte lands.
+ * (Taken over, rail 1's chunks would go to the liar, fail there, and be
+ * re-issued on rail 0: the bytes would still land, the rail would not.)
+ */
+static void inserted_address_beats_a_claim(fi_addr_t target)
+{
+	static uint8_t real[4096], fake[4096], msg[MRL_CTRL_BUF_SIZE];
+	struct mrl_ctrl_msg *m = (struct mrl_ctrl_msg *) msg;
+	struct fi_multirail_rail_stats before, after;
+	size_t rlen = sizeof(real), llen = 256, i;
+	uint8_t liar[256], *src, *dst;
+	uint64_t got = stats(0).ctrl_received, raddr;
+	struct fid_mr *smr, *dmr;
+	struct mrl_addr_hdr *hdr;
+	struct side a;
+	fi_addr_t peer;
+	double end;
+	ssize_t r;
+
+	open_side(&a, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA);
+	CHK(fi_getname(&a.ep->fid, real, &rlen));
+	CHK(fi_getname(&core_side.ep->fid, liar, &llen));
+	hdr = (struct mrl_addr_hdr *) real;
+	if (hdr->nrails < 2 || llen != hdr->rail_addrlen)
+		die("a peer of %u rails, rail addresses of %u bytes, the "
+		    "liar's of %zu", hdr->nrails, hdr->rail_addrlen, llen);
+	memcpy(fake, real, rlen);
+	memcpy(fake + sizeof(*hdr) + hdr->rail_addrlen, liar, llen);
+
+	memset(msg, 0, sizeof(msg));
+	m->magic = MRL_CTRL_MAGIC;
+	m->version = MRL_CTRL_VERSION;
+	m->type = MRL_CTRL_HELLO;
+	m->addrlen = rlen;
+	memcpy(m->payload, fake, rlen);
+	end = now() + TIMEOUT_S;
+	while ((r = fi_tsend(core_side.ep, msg, sizeof(*m) + rlen, NULL,
+			     target, MRL_CTRL_TAG, NULL)) == -FI_EAGAIN &&
+	       now() < end) {
+		fi_cq_read(core_side.cq, NULL, 0);
+		fi_cq_read(mr_side.cq, NULL, 0);
+	}
+	CHK(r);
+	drain_core_sends(1);
+	for (end = now() + TIMEOUT_S;
+	     stats(0).ctrl_received == got && now() < end;) {
+		fi_cq_read(mr_side.cq, NULL, 0);
+		fi_cq_read(a.cq, NULL, 0);
+	}
+	if (stats(0).ctrl_received == got)
+		die("the claim never arrived");
+
+	if (fi_av_insert(mr_side.av, real, 1, &peer, 0, NULL) != 1)
+		die("fi_av_insert of the claimed peer");
+	src = aligned_alloc(4096, LEN);
+	dst = aligned_alloc(4096, LEN);
+	for (i = 0; i < LEN; i++) {
+		src[i] = (uint8_t) rand();
+		dst[i] = 0xA5;
+	}
+	CHK(fi_mr_reg(mr_side.domain, src, LEN, FI_WRITE, 0, 11, 0, &smr,
+		      NULL));
+	CHK(fi_mr_reg(a.domain, dst, LEN, FI_REMOTE_WRITE, 0, 12, 0, &dmr,
+		      NULL));
+	raddr = (a.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
+		(uintptr_t) dst : 0;
+	CHK(ops->rail_stats(mr_side.ep, 1, &before));
+	write_to(&a, peer, smr, src, raddr, fi_mr_key(dmr), 20);
+	CHK(ops->rail_stats(mr_side.ep, 1, &after));
+	if (memcmp(src, dst, LEN))
+		die("bytes wrong at the claimed peer");
+	if (after.tx_bytes == before.tx_bytes)
+		die("rail 1 carried nothing to the claimed peer");
+	if (after.errors != before.errors || after.reissued != before.reissued)
+		die("rail 1 to the claimed peer: %lu errors, %lu chunks "
+		    "re-issued: the liar's rail was used",
+		    (unsigned long) (after.errors - before.errors),
+		    (unsigned long) (after.reissued - before.reissued));
+	printf("ok a claimed address lost to the inserted one: rail 1 carried "
+	       "%lu bytes to the peer, none failed\n",
+	       (unsigned long) (after.tx_bytes - before.tx_bytes));
+	CHK(fi_close(&smr->fid));
+	CHK(fi_close(&dmr->fid));
+	free(src);
+	free(dst);
+	close_side(&a);
+}
+
 int main(void)
 {
 	uint8_t name[4096];
@@ -570,6 +692,8 @@ int main(void)
 	if (fi_av_insert(core_side.av, (struct mrl_addr_hdr *) name + 1, 1,
 			 &target, 0, NULL) != 1)
 		die("core fi_av_insert of rail 0's address");
+	/* first: later cases fill the learned-peer table on purpose */
+	inserted_address_beats_a_claim(target);
 	send_bad_messages(target, name, namelen);
 	send_oversized(core, (struct mrl_addr_hdr *) name + 1);
 	channel_still_works();

@@ -247,6 +247,49 @@ static int upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
 	return 0;
 }
 
+/*
+ * The user inserts a full address for a peer so far known only from
+ * control messages (hidden).  Anyone who reaches rail 0 can claim a peer's
+ * rail-0 address with other rails of its own, so what fi_av_insert is given
+ * wins over what was learned: the learned rails are dropped for the user's.
+ */
+static int adopt_inserted(struct mrl_av *av, struct mrl_peer *peer,
+			  const void *addr, size_t len)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+	void *copy;
+	int ret;
+
+	if (peer->visible || (hdr->flags & MRL_ADDR_PARTIAL) ||
+	    (len == peer->addrlen && !memcmp(addr, peer->addr, len)))
+		return upgrade_peer(av, peer, addr, len);
+	copy = malloc(len);
+	if (!copy)
+		return -FI_ENOMEM;
+	memcpy(copy, addr, len);
+	MRL_WARN(FI_LOG_AV, "a peer learned from control messages had another "
+		 "address than the one inserted for it: the inserted one is "
+		 "used\n");
+	remove_core(av, peer, 1, peer->nrails);
+	if (peer->ctrl_addr != FI_ADDR_NOTAVAIL)
+		fi_av_remove(av->core[0], &peer->ctrl_addr, 1, 0);
+	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
+	free(peer->addr);
+	peer->addr = copy;
+	peer->addrlen = len;
+	peer->partial = false;
+	peer->peer_nrails = hdr->nrails;
+	peer->nrails = hdr->nrails < av->nrails ? hdr->nrails : av->nrails;
+	peer->rails_up &= 1u;	/* the new rails have not been greeted */
+	ret = mrl_av_insert_core(av, peer, 1);
+	if (ret) {
+		peer->nrails = 1;
+		return ret;
+	}
+	insert_ctrl(av, peer);
+	return 0;
+}
+
 static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
 				 size_t len, int *err)
 {
@@ -326,7 +369,7 @@ static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 
 	peer = find_peer(av, addr);
 	if (peer) {
-		ret = upgrade_peer(av, peer, addr, len);
+		ret = adopt_inserted(av, peer, addr, len);
 		if (ret)
 			return ret;
 		learned = !peer->visible;
