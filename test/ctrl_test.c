@@ -552,15 +552,17 @@ static void write_to(struct side *peer_side, fi_addr_t peer, struct fid_mr *mr,
 	struct fi_cq_tagged_entry e;
 	double end;
 	int i, done = 0;
+	ssize_t ret;
 
 	for (i = 0; i < n; i++) {
 		end = now() + TIMEOUT_S;
-		while (fi_write(mr_side.ep, src, LEN, fi_mr_desc(mr), peer,
-				raddr, key, NULL) == -FI_EAGAIN &&
+		while ((ret = fi_write(mr_side.ep, src, LEN, fi_mr_desc(mr),
+				       peer, raddr, key, NULL)) == -FI_EAGAIN &&
 		       now() < end) {
 			fi_cq_read(mr_side.cq, NULL, 0);
 			fi_cq_read(peer_side->cq, NULL, 0);
 		}
+		CHK(ret);
 		for (end = now() + TIMEOUT_S; done <= i && now() < end;) {
 			ssize_t r = fi_cq_read(mr_side.cq, &e, 1);
 
@@ -575,6 +577,39 @@ static void write_to(struct side *peer_side, fi_addr_t peer, struct fid_mr *mr,
 		die("%d of %d writes completed", done, n);
 }
 
+/* From the plain endpoint: a control message of type, as from claimed. */
+static void send_claim(fi_addr_t target, int type, const void *claimed,
+		       size_t len, uint64_t key, int32_t status)
+{
+	static uint8_t msg[MRL_CTRL_BUF_SIZE];
+	struct mrl_ctrl_msg *m = (struct mrl_ctrl_msg *) msg;
+	uint64_t got = stats(0).ctrl_received;
+	double end = now() + TIMEOUT_S;
+	ssize_t r;
+
+	memset(msg, 0, sizeof(msg));
+	m->magic = MRL_CTRL_MAGIC;
+	m->version = MRL_CTRL_VERSION;
+	m->type = type;
+	m->addrlen = len;
+	m->key = key;
+	m->status = status;
+	memcpy(m->payload, claimed, len);
+	while ((r = fi_tsend(core_side.ep, msg, sizeof(*m) + len, NULL,
+			     target, MRL_CTRL_TAG, NULL)) == -FI_EAGAIN &&
+	       now() < end) {
+		fi_cq_read(core_side.cq, NULL, 0);
+		fi_cq_read(mr_side.cq, NULL, 0);
+	}
+	CHK(r);
+	drain_core_sends(1);
+	for (end = now() + TIMEOUT_S;
+	     stats(0).ctrl_received == got && now() < end;)
+		fi_cq_read(mr_side.cq, NULL, 0);
+	if (stats(0).ctrl_received == got)
+		die("a claim of type %d never arrived", type);
+}
+
 /*
  * A liar claims another multirail peer's rail-0 address with a rail 1 of
  * its own (this plain endpoint's), before the user inserts that peer.  The
@@ -582,21 +617,20 @@ static void write_to(struct side *peer_side, fi_addr_t peer, struct fid_mr *mr,
  * rail 1, which fails nothing and re-issues nothing, and every byte lands.
  * (Taken over, rail 1's chunks would go to the liar, fail there, and be
  * re-issued on rail 0: the bytes would still land, the rail would not.)
+ * Then the liar answers, as that peer, a key request never made to it:
+ * "no such key".  Taken, our next write to the peer would be refused.
  */
 static void inserted_address_beats_a_claim(fi_addr_t target)
 {
-	static uint8_t real[4096], fake[4096], msg[MRL_CTRL_BUF_SIZE];
-	struct mrl_ctrl_msg *m = (struct mrl_ctrl_msg *) msg;
+	static uint8_t real[4096], fake[4096];
 	struct fi_multirail_rail_stats before, after;
 	size_t rlen = sizeof(real), llen = 256, i;
 	uint8_t liar[256], *src, *dst;
-	uint64_t got = stats(0).ctrl_received, raddr;
 	struct fid_mr *smr, *dmr;
 	struct mrl_addr_hdr *hdr;
+	uint64_t raddr;
 	struct side a;
 	fi_addr_t peer;
-	double end;
-	ssize_t r;
 
 	open_side(&a, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA);
 	CHK(fi_getname(&a.ep->fid, real, &rlen));
@@ -608,28 +642,7 @@ static void inserted_address_beats_a_claim(fi_addr_t target)
 	memcpy(fake, real, rlen);
 	memcpy(fake + sizeof(*hdr) + hdr->rail_addrlen, liar, llen);
 
-	memset(msg, 0, sizeof(msg));
-	m->magic = MRL_CTRL_MAGIC;
-	m->version = MRL_CTRL_VERSION;
-	m->type = MRL_CTRL_HELLO;
-	m->addrlen = rlen;
-	memcpy(m->payload, fake, rlen);
-	end = now() + TIMEOUT_S;
-	while ((r = fi_tsend(core_side.ep, msg, sizeof(*m) + rlen, NULL,
-			     target, MRL_CTRL_TAG, NULL)) == -FI_EAGAIN &&
-	       now() < end) {
-		fi_cq_read(core_side.cq, NULL, 0);
-		fi_cq_read(mr_side.cq, NULL, 0);
-	}
-	CHK(r);
-	drain_core_sends(1);
-	for (end = now() + TIMEOUT_S;
-	     stats(0).ctrl_received == got && now() < end;) {
-		fi_cq_read(mr_side.cq, NULL, 0);
-		fi_cq_read(a.cq, NULL, 0);
-	}
-	if (stats(0).ctrl_received == got)
-		die("the claim never arrived");
+	send_claim(target, MRL_CTRL_HELLO, fake, rlen, 0, 0);
 
 	if (fi_av_insert(mr_side.av, real, 1, &peer, 0, NULL) != 1)
 		die("fi_av_insert of the claimed peer");
@@ -660,6 +673,15 @@ static void inserted_address_beats_a_claim(fi_addr_t target)
 	printf("ok a claimed address lost to the inserted one: rail 1 carried "
 	       "%lu bytes to the peer, none failed\n",
 	       (unsigned long) (after.tx_bytes - before.tx_bytes));
+
+	send_claim(target, MRL_CTRL_KEY_RESP, real, rlen, fi_mr_key(dmr),
+		   -FI_ENOKEY);
+	memset(dst, 0xA5, LEN);
+	write_to(&a, peer, smr, src, raddr, fi_mr_key(dmr), 1);
+	if (memcmp(src, dst, LEN))
+		die("bytes wrong after a false KEY_RESP");
+	printf("ok a KEY_RESP for no request of ours ignored: the next write "
+	       "landed\n");
 	CHK(fi_close(&smr->fid));
 	CHK(fi_close(&dmr->fid));
 	free(src);

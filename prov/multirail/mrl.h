@@ -241,6 +241,7 @@ struct mrl_key_entry {
 	int nrails;
 	uint64_t keys[MRL_MAX_RAILS];
 	uint32_t near_mask;		/* target's rails nearest it; 0: any */
+	uint32_t nonce;			/* PENDING: the answer must echo it */
 	struct mrl_key_entry *next;
 };
 enum { MRL_KEY_PENDING = 1, MRL_KEY_VALID, MRL_KEY_INVALID };
@@ -484,6 +485,7 @@ struct mrl_ep {
 	struct mrl_ctrl_buf *ctrl_backlog, **ctrl_backlog_tail;
 	bool compact_logged;		/* fi_getname gave rail 0 alone */
 	uint64_t ctrl_dropped[MRL_CTRL_DROP_KINDS];	/* by reason */
+	uint64_t ctrl_rng;		/* KEY_REQ nonces */
 	bool ctrl_enabled;
 	int rails_enabled;		/* core endpoints enabled so far */
 	bool ctrl_ep_enabled;

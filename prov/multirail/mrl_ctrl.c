@@ -18,6 +18,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "mrl.h"
@@ -113,8 +114,29 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 	}
 	ep->ctrl_backlog = NULL;
 	ep->ctrl_backlog_tail = &ep->ctrl_backlog;
+	if (getrandom(&ep->ctrl_rng, sizeof(ep->ctrl_rng), GRND_NONBLOCK) !=
+	    sizeof(ep->ctrl_rng))
+		ep->ctrl_rng = now_ns() ^ (uintptr_t) ep;
+	ep->ctrl_rng |= 1;
 	ep->ctrl_enabled = true;
 	return 0;
+}
+
+/*
+ * A KEY_RESP is taken only with the nonce its KEY_REQ carried, and the
+ * request went to the peer's own rail 0: whoever else claims to be that
+ * peer never saw it, so cannot answer for it (false keys, or "no such
+ * key" to make our ops to it fail).
+ */
+static uint32_t new_nonce(struct mrl_ep *ep)
+{
+	uint64_t x = ep->ctrl_rng;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	ep->ctrl_rng = x;
+	return (uint32_t) (x >> 16) ?: 1;
 }
 
 /* After the core endpoints are closed: nothing refers to the buffers. */
@@ -248,7 +270,7 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
  */
 static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 		   int type, uint64_t key, int status, const uint64_t *keys,
-		   int nkeys, uint32_t near_mask)
+		   int nkeys, uint32_t near_mask, uint32_t nonce)
 {
 	struct mrl_ctrl_buf *buf = ep->ctrl_tx_free;
 	struct mrl_ctrl_msg *msg;
@@ -274,6 +296,7 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 	msg->status = status;
 	msg->nkeys = nkeys;
 	msg->near_mask = near_mask;
+	msg->nonce = nonce;
 	memcpy(msg->payload, ep->name, ep->namelen);
 	if (nkeys)
 		memcpy(msg->payload + ep->namelen, keys,
@@ -290,9 +313,9 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 
 /* Everything but RAIL_UP goes on rail 0. */
 static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
-		     uint64_t key)
+		     uint64_t key, uint32_t nonce)
 {
-	return send_on(ep, peer, 0, type, key, 0, NULL, 0, 0);
+	return send_on(ep, peer, 0, type, key, 0, NULL, 0, 0, nonce);
 }
 
 /*
@@ -319,7 +342,7 @@ void mrl_ctrl_introduce(struct mrl_ep *ep, struct mrl_peer *peer)
 	    peer->partial ||
 	    (peer->rails_up_ep && peer->rails_up_ep != ep))
 		return;
-	if (send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0) == -FI_EAGAIN)
+	if (send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0, 0) == -FI_EAGAIN)
 		return;			/* no buffer now: the next op retries */
 	peer->rails_up |= 1u;
 	peer->rails_up_ep = ep;
@@ -342,7 +365,7 @@ void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 	for (r = 1; todo && r < peer->nrails; r++) {
 		if (!(todo & (1u << r)))
 			continue;
-		if (send_on(ep, peer, r, MRL_CTRL_RAIL_UP, 0, 0, NULL, 0, 0))
+		if (send_on(ep, peer, r, MRL_CTRL_RAIL_UP, 0, 0, NULL, 0, 0, 0))
 			break;		/* no buffer now: the next op retries */
 		peer->rails_up |= 1u << r;
 		peer->rails_up_ep = ep;
@@ -355,7 +378,7 @@ int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer)
 
 	if (peer->hello_sent)
 		return 0;
-	ret = send_ctrl(ep, peer, MRL_CTRL_HELLO, 0);
+	ret = send_ctrl(ep, peer, MRL_CTRL_HELLO, 0, 0);
 	if (ret == -FI_EAGAIN)
 		return ret;
 	/* sent, or never possible: a partial address without a control
@@ -410,6 +433,7 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						uint64_t key)
 {
 	struct mrl_key_entry *e = find_key(peer, key), **b;
+	uint32_t nonce;
 	uint64_t t;
 
 	if (!ep->ctrl_enabled)
@@ -419,7 +443,7 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 			return e;
 		t = now_ns();
 		if (t - e->asked_ns > MRL_KEY_REASK_NS &&
-		    !send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key))
+		    !send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key, e->nonce))
 			e->asked_ns = t;
 		return e;
 	}
@@ -427,11 +451,13 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 		mrl_ctrl_hello(ep, peer);
 		return NULL;
 	}
-	if (send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key))
+	nonce = new_nonce(ep);
+	if (send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key, nonce))
 		return NULL;	/* asked again on a later op */
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
+	e->nonce = nonce;
 	e->key = key;
 	e->state = MRL_KEY_PENDING;
 	e->asked_ns = now_ns();
@@ -446,7 +472,8 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
  * may access (FI_REMOTE_READ or FI_REMOTE_WRITE): any process that reaches
  * rail 0 can ask.
  */
-static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key)
+static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
+		       uint32_t nonce)
 {
 	struct mrl_mr *mr = mrl_mr_find(ep->domain, key);
 	uint64_t keys[MRL_MAX_RAILS];
@@ -461,7 +488,7 @@ static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key)
 			keys[r] = fi_mr_key(mr->core[r]);
 	}
 	send_on(ep, peer, 0, MRL_CTRL_KEY_RESP, key, mr ? 0 : -FI_ENOKEY,
-		keys, n, mr ? mr->near_mask : 0);
+		keys, n, mr ? mr->near_mask : 0, nonce);
 }
 
 /* The keys learned, or NULL. */
@@ -472,8 +499,12 @@ static const struct mrl_key_entry *take_keys(struct mrl_peer *peer,
 	const uint8_t *p = msg->payload + msg->addrlen;
 	int r, n;
 
-	if (!e)
+	if (!e || e->state != MRL_KEY_PENDING || msg->nonce != e->nonce) {
+		MRL_WARN_ONCE(FI_LOG_EP_CTRL, "a KEY_RESP that answers no "
+			      "request of ours (or not with its nonce): "
+			      "ignored\n");
 		return NULL;
+	}
 	n = msg->nkeys;
 	if (msg->status || !n) {
 		e->state = MRL_KEY_INVALID;
@@ -542,12 +573,12 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 	learned->peer = peer;
 	switch (msg->type) {
 	case MRL_CTRL_HELLO:
-		send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0);
+		send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0, 0);
 		break;
 	case MRL_CTRL_HELLO_ACK:
 		break;
 	case MRL_CTRL_KEY_REQ:
-		answer_key(ep, peer, msg->key);
+		answer_key(ep, peer, msg->key, msg->nonce);
 		break;
 	case MRL_CTRL_KEY_RESP:
 		learned->keys = take_keys(peer, msg);

@@ -48,7 +48,7 @@ _Static_assert(sizeof(struct mrl_addr_hdr) == 12, "address header: 12 bytes");
 /* ---- control messages ----------------------------------------------------- */
 
 #define MRL_CTRL_MAGIC		0x4d524c43u	/* "MRLC" */
-#define MRL_CTRL_VERSION	2
+#define MRL_CTRL_VERSION	3	/* 3: KEY_REQ's nonce, echoed */
 /* the receive buffers' size, and so the largest message */
 #define MRL_CTRL_BUF_SIZE	4096
 
@@ -77,7 +77,8 @@ struct mrl_ctrl_msg {
 	uint16_t reserved;
 	uint32_t near_mask;		/* KEY_RESP: the target's rails nearest
 					 * the registration; 0: no preference */
-	uint32_t reserved2;
+	uint32_t nonce;			/* KEY_REQ: the asker's, at random;
+					 * KEY_RESP: the request's, echoed */
 	/* then addrlen bytes of address, then nkeys uint64_t rail keys */
 	uint8_t payload[];
 };

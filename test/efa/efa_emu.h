@@ -205,6 +205,7 @@ void emu_hmem_fini(void);
 bool emu_hmem_offered(void);
 bool emu_hmem_active(void);
 bool emu_hmem_is_device(const void *buf);
+void *emu_hmem_host_copy(const void *buf, size_t len);
 bool emu_hmem_msg_staged(struct emu_domain *dom, void **desc, size_t count);
 int emu_hmem_msg_bounce(struct emu_ep *ep, bool tx, struct emu_req *req,
 			struct fi_msg_tagged *msg, struct iovec *iov,

@@ -345,22 +345,9 @@ static ssize_t inject_msg(struct fid_ep *fid, const void *buf, size_t len,
 		return -FI_EINVAL;
 	/* an inject has no descriptor: CUDA says where its buffer is */
 	if (emu_hmem_offered() && emu_hmem_is_device(buf)) {
-		struct iovec iov = { (void *) buf, len };
-		struct fi_msg_tagged one = { .msg_iov = &iov, .iov_count = 1 };
-		struct emu_req tmp = { 0 };
-		struct iovec biov;
-		void *bdesc;
-
-		ret = emu_hmem_msg_bounce(ep, true, &tmp, &one, &biov, &bdesc,
-					  len);
-		if (ret)
-			return ret;
-		host = malloc(len ? len : 1);
-		if (host)
-			memcpy(host, biov.iov_base, len);
-		emu_hmem_req_done(&tmp, NULL);
+		host = emu_hmem_host_copy(buf, len);
 		if (!host)
-			return -FI_ENOMEM;
+			return -FI_EIO;
 		buf = host;
 	}
 	pthread_mutex_lock(&ep->domain->lock);

@@ -191,6 +191,18 @@ static int copy(void *dst, const void *src, size_t len)
 	return 0;
 }
 
+/* A host copy of len bytes wherever they are, or NULL; the caller frees. */
+void *emu_hmem_host_copy(const void *buf, size_t len)
+{
+	void *host = malloc(len ? len : 1);
+
+	if (host && copy(host, buf, len)) {
+		free(host);
+		host = NULL;
+	}
+	return host;
+}
+
 static int gather(char *dst, const struct iovec *iov, size_t count)
 {
 	size_t i;
