@@ -610,82 +610,147 @@ static void send_claim(fi_addr_t target, int type, const void *claimed,
 		die("a claim of type %d never arrived", type);
 }
 
-/*
- * A liar claims another multirail peer's rail-0 address with a rail 1 of
- * its own (this plain endpoint's), before the user inserts that peer.  The
- * inserted address must win: striped writes to the peer then use its own
- * rail 1, which fails nothing and re-issues nothing, and every byte lands.
- * (Taken over, rail 1's chunks would go to the liar, fail there, and be
- * re-issued on rail 0: the bytes would still land, the rail would not.)
- * Then the liar answers, as that peer, a key request never made to it:
- * "no such key".  Taken, our next write to the peer would be refused.
- */
-static void inserted_address_beats_a_claim(fi_addr_t target)
-{
-	static uint8_t real[4096], fake[4096];
-	struct fi_multirail_rail_stats before, after;
-	size_t rlen = sizeof(real), llen = 256, i;
-	uint8_t liar[256], *src, *dst;
+/* A source here and a destination at peer side a, registered. */
+struct bufs {
+	uint8_t *src, *dst;
 	struct fid_mr *smr, *dmr;
-	struct mrl_addr_hdr *hdr;
-	uint64_t raddr;
-	struct side a;
-	fi_addr_t peer;
+	uint64_t raddr, key;
+};
 
-	open_side(&a, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA);
-	CHK(fi_getname(&a.ep->fid, real, &rlen));
+static void bufs_open(struct bufs *b, struct side *a)
+{
+	size_t i;
+
+	b->src = aligned_alloc(4096, LEN);
+	b->dst = aligned_alloc(4096, LEN);
+	for (i = 0; i < LEN; i++)
+		b->src[i] = (uint8_t) rand();
+	CHK(fi_mr_reg(mr_side.domain, b->src, LEN, FI_WRITE, 0, 11, 0,
+		      &b->smr, NULL));
+	CHK(fi_mr_reg(a->domain, b->dst, LEN, FI_REMOTE_WRITE, 0, 12, 0,
+		      &b->dmr, NULL));
+	b->raddr = (a->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
+		   (uintptr_t) b->dst : 0;
+	b->key = fi_mr_key(b->dmr);
+}
+
+static void bufs_close(struct bufs *b)
+{
+	CHK(fi_close(&b->smr->fid));
+	CHK(fi_close(&b->dmr->fid));
+	free(b->src);
+	free(b->dst);
+}
+
+/*
+ * n writes to peer (side a) land, every byte, and rail 1 carried some of
+ * them without an error or a re-issue: the peer's own rail 1 was used.
+ * (The liar's would fail, and its chunks be re-issued on rail 0: the bytes
+ * would still land, the rail would not.)
+ */
+static void writes_land_on_peer_rails(struct bufs *b, struct side *a,
+				      fi_addr_t peer, int n, const char *who)
+{
+	struct fi_multirail_rail_stats before, after;
+	uint64_t start = stats(1).tx_bytes;
+	double end;
+
+	/* until the peer's address is complete and its keys known (a few
+	 * round trips, and connections), ops go on rail 0 alone */
+	for (end = now() + TIMEOUT_S;
+	     stats(1).tx_bytes == start && now() < end;)
+		write_to(a, peer, b->smr, b->src, b->raddr, b->key, 1);
+	memset(b->dst, 0xA5, LEN);
+	CHK(ops->rail_stats(mr_side.ep, 1, &before));
+	write_to(a, peer, b->smr, b->src, b->raddr, b->key, n);
+	CHK(ops->rail_stats(mr_side.ep, 1, &after));
+	if (memcmp(b->src, b->dst, LEN))
+		die("%s: bytes wrong at the peer", who);
+	if (after.tx_bytes == before.tx_bytes)
+		die("%s: rail 1 carried nothing to the peer", who);
+	if (after.errors != before.errors || after.reissued != before.reissued)
+		die("%s: rail 1 to the peer: %lu errors, %lu chunks "
+		    "re-issued: the liar's rail was used", who,
+		    (unsigned long) (after.errors - before.errors),
+		    (unsigned long) (after.reissued - before.reissued));
+	printf("ok %s: rail 1 carried %lu bytes to the peer, none failed\n",
+	       who, (unsigned long) (after.tx_bytes - before.tx_bytes));
+}
+
+/* A multirail peer's address, and the liar's claim of it: its rail 1. */
+static size_t claim_of(struct side *a, uint8_t *real, uint8_t *fake)
+{
+	size_t rlen = 4096, llen = 256;
+	struct mrl_addr_hdr *hdr = (struct mrl_addr_hdr *) real;
+	uint8_t liar[256];
+
+	open_side(a, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA);
+	CHK(fi_getname(&a->ep->fid, real, &rlen));
 	CHK(fi_getname(&core_side.ep->fid, liar, &llen));
-	hdr = (struct mrl_addr_hdr *) real;
 	if (hdr->nrails < 2 || llen != hdr->rail_addrlen)
 		die("a peer of %u rails, rail addresses of %u bytes, the "
 		    "liar's of %zu", hdr->nrails, hdr->rail_addrlen, llen);
 	memcpy(fake, real, rlen);
 	memcpy(fake + sizeof(*hdr) + hdr->rail_addrlen, liar, llen);
+	return rlen;
+}
 
+/*
+ * A liar claims another multirail peer's rail-0 address with a rail 1 of
+ * its own (this plain endpoint's), before the user inserts that peer: the
+ * inserted address must win.  Then the liar answers, as that peer, a key
+ * request never made to it: "no such key".  Taken, our next write to the
+ * peer would be refused.
+ */
+static void inserted_address_beats_a_claim(fi_addr_t target)
+{
+	static uint8_t real[4096], fake[4096];
+	size_t rlen;
+	struct bufs b;
+	struct side a;
+	fi_addr_t peer;
+
+	rlen = claim_of(&a, real, fake);
 	send_claim(target, MRL_CTRL_HELLO, fake, rlen, 0, 0);
-
 	if (fi_av_insert(mr_side.av, real, 1, &peer, 0, NULL) != 1)
 		die("fi_av_insert of the claimed peer");
-	src = aligned_alloc(4096, LEN);
-	dst = aligned_alloc(4096, LEN);
-	for (i = 0; i < LEN; i++) {
-		src[i] = (uint8_t) rand();
-		dst[i] = 0xA5;
-	}
-	CHK(fi_mr_reg(mr_side.domain, src, LEN, FI_WRITE, 0, 11, 0, &smr,
-		      NULL));
-	CHK(fi_mr_reg(a.domain, dst, LEN, FI_REMOTE_WRITE, 0, 12, 0, &dmr,
-		      NULL));
-	raddr = (a.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
-		(uintptr_t) dst : 0;
-	CHK(ops->rail_stats(mr_side.ep, 1, &before));
-	write_to(&a, peer, smr, src, raddr, fi_mr_key(dmr), 20);
-	CHK(ops->rail_stats(mr_side.ep, 1, &after));
-	if (memcmp(src, dst, LEN))
-		die("bytes wrong at the claimed peer");
-	if (after.tx_bytes == before.tx_bytes)
-		die("rail 1 carried nothing to the claimed peer");
-	if (after.errors != before.errors || after.reissued != before.reissued)
-		die("rail 1 to the claimed peer: %lu errors, %lu chunks "
-		    "re-issued: the liar's rail was used",
-		    (unsigned long) (after.errors - before.errors),
-		    (unsigned long) (after.reissued - before.reissued));
-	printf("ok a claimed address lost to the inserted one: rail 1 carried "
-	       "%lu bytes to the peer, none failed\n",
-	       (unsigned long) (after.tx_bytes - before.tx_bytes));
+	bufs_open(&b, &a);
+	writes_land_on_peer_rails(&b, &a, peer, 20,
+				  "a claimed address lost to the inserted one");
+	send_claim(target, MRL_CTRL_KEY_RESP, real, rlen, b.key, -FI_ENOKEY);
+	writes_land_on_peer_rails(&b, &a, peer, 1,
+				  "a KEY_RESP for no request of ours ignored");
+	bufs_close(&b);
+	close_side(&a);
+}
 
-	send_claim(target, MRL_CTRL_KEY_RESP, real, rlen, fi_mr_key(dmr),
-		   -FI_ENOKEY);
-	memset(dst, 0xA5, LEN);
-	write_to(&a, peer, smr, src, raddr, fi_mr_key(dmr), 1);
-	if (memcmp(src, dst, LEN))
-		die("bytes wrong after a false KEY_RESP");
-	printf("ok a KEY_RESP for no request of ours ignored: the next write "
-	       "landed\n");
-	CHK(fi_close(&smr->fid));
-	CHK(fi_close(&dmr->fid));
-	free(src);
-	free(dst);
+/*
+ * A peer the user knows by rail 0 alone (a partial address, as fi_getinfo's
+ * node gives): the liar answers first, as that peer, with a rail 1 of its
+ * own.  Only the answer to our own HELLO (echoing its nonce) may complete
+ * the peer.
+ */
+static void partial_peer_completed_by_its_answer(fi_addr_t target)
+{
+	static uint8_t real[4096], fake[4096], part[4096];
+	struct mrl_addr_hdr *hdr = (struct mrl_addr_hdr *) part;
+	size_t rlen, plen;
+	struct bufs b;
+	struct side a;
+	fi_addr_t peer;
+
+	rlen = claim_of(&a, real, fake);
+	plen = sizeof(*hdr) + ((struct mrl_addr_hdr *) real)->rail_addrlen;
+	memcpy(part, real, plen);
+	hdr->nrails = 1;
+	hdr->flags = MRL_ADDR_PARTIAL;
+	if (fi_av_insert(mr_side.av, part, 1, &peer, 0, NULL) != 1)
+		die("fi_av_insert of a partial peer");
+	send_claim(target, MRL_CTRL_HELLO_ACK, fake, rlen, 0, 0);
+	bufs_open(&b, &a);
+	writes_land_on_peer_rails(&b, &a, peer, 20,
+				  "a partial peer completed by its own answer");
+	bufs_close(&b);
 	close_side(&a);
 }
 
@@ -716,6 +781,7 @@ int main(void)
 		die("core fi_av_insert of rail 0's address");
 	/* first: later cases fill the learned-peer table on purpose */
 	inserted_address_beats_a_claim(target);
+	partial_peer_completed_by_its_answer(target);
 	send_bad_messages(target, name, namelen);
 	send_oversized(core, (struct mrl_addr_hdr *) name + 1);
 	channel_still_works();

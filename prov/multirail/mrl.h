@@ -293,6 +293,8 @@ struct mrl_peer {
 	int peer_nrails;		/* rails the peer has */
 	bool partial;			/* full address not learned yet */
 	bool hello_sent;
+	uint32_t hello_nonce;		/* our HELLO's: the HELLO_ACK that
+					 * completes a partial peer echoes it */
 	uint32_t rails_up;		/* rails rails_up_ep sent RAIL_UP on */
 	struct mrl_ep *rails_up_ep;
 	bool visible;			/* inserted by the user */
@@ -329,7 +331,7 @@ int mrl_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 struct mrl_peer *mrl_av_peer(struct mrl_av *av, fi_addr_t addr);
 fi_addr_t mrl_av_src_addr(struct mrl_av *av, fi_addr_t core_addr0);
 struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr,
-			      size_t len);
+			      size_t len, uint32_t ack_nonce);
 int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from);
 
 /* ---- completion queue / counter / eq ------------------------------------ */

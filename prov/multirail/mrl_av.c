@@ -330,11 +330,29 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
 }
 
 /*
+ * May a full address from a control message complete a peer we know by
+ * rail 0 alone?  Any process that reaches rail 0 can claim that rail with
+ * others of its own, so only the HELLO_ACK echoing our HELLO's nonce (sent
+ * to the peer's own rail 0) may; where no HELLO could be sent (a partial
+ * address without the peer's control endpoint, efa-direct), the peer's
+ * own first message is all there is, and is taken.
+ */
+static bool may_complete(const struct mrl_av *av,
+			 const struct mrl_peer *peer, uint32_t ack_nonce)
+{
+	if (av->domain->ctrl_own_ep && !mrl_addr_ctrl(peer->addr))
+		return true;
+	return peer->hello_nonce && ack_nonce == peer->hello_nonce;
+}
+
+/*
  * A peer from a control message: known, upgraded, or new and hidden.  Any
  * process that reaches rail 0 can claim any address, so hidden peers are
- * bounded (FI_MULTIRAIL_MAX_LEARNED_PEERS).
+ * bounded (FI_MULTIRAIL_MAX_LEARNED_PEERS).  ack_nonce: a HELLO_ACK's echo
+ * of our nonce, else 0.
  */
-struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len)
+struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len,
+			      uint32_t ack_nonce)
 {
 	struct mrl_peer *peer;
 	int ret;
@@ -353,6 +371,12 @@ struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len)
 		}
 		peer = new_peer(av, addr, len, &ret);
 		av->nlearned += !!peer;
+		return peer;
+	}
+	if (peer->partial && !may_complete(av, peer, ack_nonce)) {
+		MRL_WARN_ONCE(FI_LOG_AV, "a full address for a peer known by "
+			      "rail 0 alone, not in answer to our HELLO: not "
+			      "taken\n");
 		return peer;
 	}
 	if (upgrade_peer(av, peer, addr, len))

@@ -374,13 +374,17 @@ void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 
 int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer)
 {
+	uint32_t nonce;
 	int ret;
 
 	if (peer->hello_sent)
 		return 0;
-	ret = send_ctrl(ep, peer, MRL_CTRL_HELLO, 0, 0);
+	nonce = new_nonce(ep);
+	ret = send_ctrl(ep, peer, MRL_CTRL_HELLO, 0, nonce);
 	if (ret == -FI_EAGAIN)
 		return ret;
+	if (!ret)
+		peer->hello_nonce = nonce;
 	/* sent, or never possible: a partial address without a control
 	 * endpoint's; the peer's own messages may still complete it */
 	peer->hello_sent = true;
@@ -564,7 +568,8 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		dropped(ep, why, msg);
 		return;
 	}
-	peer = mrl_av_learn(ep->av, msg->payload, msg->addrlen);
+	peer = mrl_av_learn(ep->av, msg->payload, msg->addrlen,
+			    msg->type == MRL_CTRL_HELLO_ACK ? msg->nonce : 0);
 	if (!peer) {
 		MRL_WARN_ONCE(FI_LOG_EP_CTRL, "control message from an unusable "
 			      "address dropped\n");
@@ -573,7 +578,7 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 	learned->peer = peer;
 	switch (msg->type) {
 	case MRL_CTRL_HELLO:
-		send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0, 0);
+		send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0, msg->nonce);
 		break;
 	case MRL_CTRL_HELLO_ACK:
 		break;
