@@ -217,17 +217,17 @@ static struct mrl_peer *find_peer(struct mrl_av *av, const void *addr)
 	return NULL;
 }
 
-/* A full address for a partial peer: reach its other rails too. */
-static int upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
-			const void *addr, size_t len)
+/*
+ * addr, a full address, becomes the peer's: its rails from 1 on join the
+ * cores' AVs (rail 0's entry, the same in any address of it, stays).
+ */
+static int take_full_addr(struct mrl_av *av, struct mrl_peer *peer,
+			  const void *addr, size_t len)
 {
 	const struct mrl_addr_hdr *hdr = addr;
-	void *copy;
+	void *copy = malloc(len);
 	int ret;
 
-	if (!peer->partial || (hdr->flags & MRL_ADDR_PARTIAL))
-		return 0;
-	copy = malloc(len);
 	if (!copy)
 		return -FI_ENOMEM;
 	memcpy(copy, addr, len);
@@ -243,8 +243,23 @@ static int upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
 	}
 	insert_ctrl(av, peer);
 	peer->partial = false;
-	MRL_INFO(FI_LOG_AV, "peer learned: %d common rail(s)\n", peer->nrails);
 	return 0;
+}
+
+/* A full address for a partial peer: reach its other rails too. */
+static int upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
+			const void *addr, size_t len)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+	int ret;
+
+	if (!peer->partial || (hdr->flags & MRL_ADDR_PARTIAL))
+		return 0;
+	ret = take_full_addr(av, peer, addr, len);
+	if (!ret)
+		MRL_INFO(FI_LOG_AV, "peer learned: %d common rail(s)\n",
+			 peer->nrails);
+	return ret;
 }
 
 /*
@@ -257,16 +272,10 @@ static int adopt_inserted(struct mrl_av *av, struct mrl_peer *peer,
 			  const void *addr, size_t len)
 {
 	const struct mrl_addr_hdr *hdr = addr;
-	void *copy;
-	int ret;
 
 	if (peer->visible || (hdr->flags & MRL_ADDR_PARTIAL) ||
 	    (len == peer->addrlen && !memcmp(addr, peer->addr, len)))
 		return upgrade_peer(av, peer, addr, len);
-	copy = malloc(len);
-	if (!copy)
-		return -FI_ENOMEM;
-	memcpy(copy, addr, len);
 	MRL_WARN(FI_LOG_AV, "a peer learned from control messages had another "
 		 "address than the one inserted for it: the inserted one is "
 		 "used\n");
@@ -274,20 +283,8 @@ static int adopt_inserted(struct mrl_av *av, struct mrl_peer *peer,
 	if (peer->ctrl_addr != FI_ADDR_NOTAVAIL)
 		fi_av_remove(av->core[0], &peer->ctrl_addr, 1, 0);
 	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
-	free(peer->addr);
-	peer->addr = copy;
-	peer->addrlen = len;
-	peer->partial = false;
-	peer->peer_nrails = hdr->nrails;
-	peer->nrails = hdr->nrails < av->nrails ? hdr->nrails : av->nrails;
 	peer->rails_up &= 1u;	/* the new rails have not been greeted */
-	ret = mrl_av_insert_core(av, peer, 1);
-	if (ret) {
-		peer->nrails = 1;
-		return ret;
-	}
-	insert_ctrl(av, peer);
-	return 0;
+	return take_full_addr(av, peer, addr, len);
 }
 
 static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,

@@ -388,6 +388,7 @@ static uint32_t usable_rails(struct mrl_peer *peer, uint32_t rails,
 static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
 	size_t len = a->len, chunk;
+	const struct mrl_sched_params *sched;
 	struct mrl_rma_req *req;
 	uint32_t rails, remote_near = 0;
 	struct rma_slot *slot;
@@ -429,8 +430,9 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	if (a->desc)
 		memcpy(req->op.desc, a->desc, a->count * sizeof(void *));
 	req->op.iov_count = a->count;
+	sched = op_sched(ep, a);
 	req->op.one_iov = ep->domain->rma_one_iov;
-	req->op.unmetered = op_sched(ep, a)->unmetered;
+	req->op.unmetered = sched->unmetered;
 	req->op.raddr = a->rma_iov->addr;
 	req->op.peer = peer;
 	req->cq_flags = FI_RMA | (a->kind == MRL_OP_WRITE ? FI_WRITE : FI_READ);
@@ -446,7 +448,7 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	mrl_ctrl_rails_up(ep, peer, rails);
 	if (peer->rails_down)
 		rails = usable_rails(peer, rails, slot, a);
-	rails = mrl_sched_rails(op_sched(ep, a), rails, len, ep->engine.busy,
+	rails = mrl_sched_rails(sched, rails, len, ep->engine.busy,
 				&ep->rr_next, &chunk) & mask_of(nrails);
 	if (!rails && !peer->rails_down)
 		rails = 1u;	/* rail 0's key until the others are known */
