@@ -499,6 +499,41 @@ static uint64_t next_key(struct emu_domain *dom)
 	return ((emu_random(dom) >> 16) & 0x7fffffffu) ?: 1;
 }
 
+/*
+ * tcp keeps the key we ask for: ours are random and may collide, so a
+ * collision is tried again with another.  Domain locked.
+ */
+int emu_core_regattr(struct emu_domain *dom, struct fi_mr_attr *attr,
+		     uint64_t flags, struct fid_mr **mr)
+{
+	int ret = -FI_ENOKEY, tries;
+
+	for (tries = 0; tries < 16 && (ret == -FI_ENOKEY ||
+				       ret == -FI_EKEYREJECTED); tries++) {
+		attr->requested_key = next_key(dom);
+		ret = fi_mr_regattr(dom->core_domain, attr, flags, mr);
+	}
+	return ret;
+}
+
+/*
+ * A buffer of the provider's own that the core sends from or receives
+ * into: registered where the core needs that (FI_MR_LOCAL), else *mr is
+ * NULL.  Domain locked.
+ */
+int emu_core_reg_local(struct emu_domain *dom, void *buf, size_t len,
+		       uint64_t access, struct fid_mr **mr)
+{
+	struct iovec iov = { buf, len ? len : 1 };
+	struct fi_mr_attr attr = { .mr_iov = &iov, .iov_count = 1,
+				   .access = access };
+
+	*mr = NULL;
+	if (!(dom->core_info->domain_attr->mr_mode & FI_MR_LOCAL))
+		return 0;
+	return emu_core_regattr(dom, &attr, 0, mr);
+}
+
 /* Device memory: no core registration, a key of its own.  Domain locked. */
 static int device_key(struct emu_domain *dom, uint64_t *key)
 {
@@ -520,7 +555,7 @@ static int emu_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	struct fi_mr_attr core_attr = *attr;
 	struct iovec from_zero;
 	struct emu_mr *mr;
-	int ret = -FI_ENOKEY, tries;
+	int ret;
 
 	if (attr->iov_count != 1) {	/* efa_mr.c:68-72 */
 		EMU_WARN(FI_LOG_MR, "iov_count %zu: efa registers one iov\n",
@@ -560,13 +595,7 @@ static int emu_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	core_attr.mr_iov = &from_zero;
 	core_attr.offset = 0;
 	pthread_mutex_lock(&dom->lock);
-	/* tcp keeps the key we ask for: ours are random and may collide */
-	for (tries = 0; tries < 16 && (ret == -FI_ENOKEY ||
-				       ret == -FI_EKEYREJECTED); tries++) {
-		core_attr.requested_key = next_key(dom);
-		ret = fi_mr_regattr(dom->core_domain, &core_attr, flags,
-				    &mr->core);
-	}
+	ret = emu_core_regattr(dom, &core_attr, flags, &mr->core);
 	pthread_mutex_unlock(&dom->lock);
 	if (ret) {
 		free(mr);

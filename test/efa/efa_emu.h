@@ -198,6 +198,10 @@ void emu_ep_flush(struct emu_ep *ep);
 struct emu_mr *emu_mr_of(struct emu_domain *dom, void *desc);
 uint64_t emu_now_ns(void);
 struct emu_mr *emu_mr_find(struct emu_domain *dom, uint64_t key);
+int emu_core_regattr(struct emu_domain *dom, struct fi_mr_attr *attr,
+		     uint64_t flags, struct fid_mr **mr);
+int emu_core_reg_local(struct emu_domain *dom, void *buf, size_t len,
+		       uint64_t access, struct fid_mr **mr);
 
 /* efa_emu_hmem.c: device memory, through host copies */
 void emu_hmem_init(void);

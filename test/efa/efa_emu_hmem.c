@@ -73,7 +73,6 @@ struct emu_xfer {
 	struct emu_ep *ep;
 	bool target;
 	bool write;
-	uint64_t id;
 	fi_addr_t peer;
 	struct emu_wire w;		/* initiator: the header; target: as received */
 	struct emu_req *user;		/* initiator: the user's op, or NULL */
@@ -82,7 +81,6 @@ struct emu_xfer {
 	unsigned int steps;		/* still to post, in enum order */
 	int waits;			/* payload and ACK not yet seen */
 	int err;			/* positive FI_E* */
-	struct emu_mr *mr;		/* target: the registration written/read */
 	struct emu_xfer *next;
 };
 
@@ -94,7 +92,7 @@ static struct {
 	int ndev;
 } cuda;
 
-enum { HMEM_AUTO, HMEM_OFF, HMEM_ALL } hmem_mode;
+static enum { HMEM_AUTO, HMEM_OFF, HMEM_ALL } hmem_mode;
 
 #define CUDA_MEMCPY_DEFAULT	4	/* cudaMemcpyDefault: by the pointers */
 #define CUDA_MEMORY_DEVICE	2	/* cudaMemoryTypeDevice */
@@ -155,11 +153,6 @@ bool emu_hmem_offered(void)
 bool emu_hmem_active(void)
 {
 	return hmem_mode == HMEM_ALL || emu_hmem_offered();
-}
-
-bool emu_hmem_stage_all(void)
-{
-	return hmem_mode == HMEM_ALL;
 }
 
 /* A buffer given without a descriptor (an inject): is it on a GPU? */
@@ -243,22 +236,6 @@ static void bounce_free(struct emu_bounce *b)
 	free(b);
 }
 
-/* The core keeps the keys we ask for, so a local registration's is random. */
-static int bounce_reg(struct emu_domain *dom, struct emu_bounce *b)
-{
-	int ret = -FI_ENOKEY, tries;
-
-	if (!(dom->core_info->domain_attr->mr_mode & FI_MR_LOCAL))
-		return 0;
-	for (tries = 0; tries < 16 && (ret == -FI_ENOKEY ||
-				       ret == -FI_EKEYREJECTED); tries++)
-		ret = fi_mr_reg(dom->core_domain, b->buf, b->len ? b->len : 1,
-				FI_SEND | FI_RECV, 0,
-				emu_random(dom) & 0x7fffffffu, 0, &b->mr,
-				NULL);
-	return ret;
-}
-
 static struct emu_bounce *bounce_new(struct emu_domain *dom, size_t len)
 {
 	struct emu_bounce *b = calloc(1, sizeof(*b));
@@ -267,7 +244,8 @@ static struct emu_bounce *bounce_new(struct emu_domain *dom, size_t len)
 		return NULL;
 	b->len = len;
 	b->buf = malloc(len ? len : 1);
-	if (!b->buf || bounce_reg(dom, b)) {
+	if (!b->buf || emu_core_reg_local(dom, b->buf, len, FI_SEND | FI_RECV,
+					  &b->mr)) {
 		bounce_free(b);
 		return NULL;
 	}
@@ -372,8 +350,6 @@ static void initiator_done(struct emu_xfer *x)
 	xfer_free(x);
 }
 
-static int xfer_kick(struct emu_xfer *x);
-
 /* Every step posted and nothing awaited: the xfer is over. */
 static void xfer_settle(struct emu_xfer *x)
 {
@@ -391,7 +367,7 @@ static void data_done(struct emu_req *req, const struct fi_cq_tagged_entry *e,
 static ssize_t post_payload(struct emu_xfer *x, bool tx)
 {
 	struct emu_ep *ep = x->ep;
-	uint64_t tag = EMU_TAG_PAYLOAD | (x->id & EMU_ID_MASK);
+	uint64_t tag = EMU_TAG_PAYLOAD | (x->w.id & EMU_ID_MASK);
 
 	x->data.done = data_done;
 	x->data.ep = ep;
@@ -511,9 +487,8 @@ ssize_t emu_hmem_rma(struct emu_ep *ep, bool write, const struct iovec *iov,
 	x->write = write;
 	x->peer = addr;
 	x->user = user;
-	x->id = emu_random(ep->domain) & EMU_ID_MASK;
 	x->w = (struct emu_wire) {
-		.id = x->id, .key = rma->key, .addr = rma->addr, .len = len,
+		.id = emu_random(ep->domain) & EMU_ID_MASK, .key = rma->key, .addr = rma->addr, .len = len,
 		.data = (uint32_t) data,
 		.flags = write && (flags & FI_REMOTE_CQ_DATA) ? EMU_WIRE_DATA :
 							        0,
@@ -553,7 +528,6 @@ static int target_check(struct emu_xfer *x, uint64_t access)
 	if (p < mr->buf || x->w.len > mr->len ||
 	    p + x->w.len > mr->buf + mr->len)
 		return FI_EINVAL;
-	x->mr = mr;
 	return 0;
 }
 
@@ -606,7 +580,6 @@ static void target_start(struct emu_ep *ep, const struct emu_wire *w,
 		return;
 	}
 	x->w = *w;
-	x->id = w->id;
 	x->peer = src;
 	x->write = w->type == EMU_PUT;
 	x->err = target_check(x, x->write ? FI_REMOTE_WRITE : FI_REMOTE_READ);
@@ -639,7 +612,7 @@ static void initiator_ack(struct emu_ep *ep, const struct emu_wire *w)
 	struct emu_xfer *x;
 
 	for (x = ep->xfers; x; x = x->next)
-		if (!x->target && x->id == w->id)
+		if (!x->target && x->w.id == w->id)
 			break;
 	if (!x) {
 		EMU_WARN(FI_LOG_EP_DATA, "ACK for no staged RMA of ours\n");
@@ -701,25 +674,18 @@ static ssize_t post_hdr_rx(struct emu_ep *ep, struct emu_hdr_rx *h)
 /* At fi_enable: the header receives every staged RMA starts with. */
 int emu_hmem_ep_enable(struct emu_ep *ep)
 {
-	struct emu_domain *dom = ep->domain;
-	int i, ret = -FI_ENOKEY, tries;
+	int i, ret;
 
 	if (!emu_hmem_active())
 		return 0;
 	ep->hdr_rx = calloc(EMU_HDR_RX, sizeof(struct emu_hdr_rx));
 	if (!ep->hdr_rx)
 		return -FI_ENOMEM;
-	if (dom->core_info->domain_attr->mr_mode & FI_MR_LOCAL) {
-		for (tries = 0; tries < 16 && (ret == -FI_ENOKEY ||
-					       ret == -FI_EKEYREJECTED); tries++)
-			ret = fi_mr_reg(dom->core_domain, ep->hdr_rx,
-					EMU_HDR_RX * sizeof(struct emu_hdr_rx),
-					FI_RECV, 0,
-					emu_random(dom) & 0x7fffffffu, 0,
-					&ep->hdr_mr, NULL);
-		if (ret)
-			return ret;
-	}
+	ret = emu_core_reg_local(ep->domain, ep->hdr_rx,
+				 EMU_HDR_RX * sizeof(struct emu_hdr_rx),
+				 FI_RECV, &ep->hdr_mr);
+	if (ret)
+		return ret;
 	for (i = 0; i < EMU_HDR_RX; i++) {
 		ret = post_hdr_rx(ep, &((struct emu_hdr_rx *) ep->hdr_rx)[i]);
 		if (ret)
