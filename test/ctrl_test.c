@@ -244,17 +244,46 @@ static void send_oversized(const char *core, const void *rail0)
 	       "every buffer re-posted\n", n);
 }
 
+/* Progress both multirail endpoints until fi_write's completions come. */
+static void write_to(struct side *peer_side, fi_addr_t peer, struct fid_mr *mr,
+		     const uint8_t *src, uint64_t raddr, uint64_t key, int n)
+{
+	struct fi_cq_tagged_entry e;
+	double end;
+	int i, done = 0;
+	ssize_t ret;
+
+	for (i = 0; i < n; i++) {
+		end = now() + TIMEOUT_S;
+		while ((ret = fi_write(mr_side.ep, src, LEN, fi_mr_desc(mr),
+				       peer, raddr, key, NULL)) == -FI_EAGAIN &&
+		       now() < end) {
+			fi_cq_read(mr_side.cq, NULL, 0);
+			fi_cq_read(peer_side->cq, NULL, 0);
+		}
+		CHK(ret);
+		for (end = now() + TIMEOUT_S; done <= i && now() < end;) {
+			ssize_t r = fi_cq_read(mr_side.cq, &e, 1);
+
+			fi_cq_read(peer_side->cq, NULL, 0);
+			if (r == 1)
+				done++;
+			else if (r != -FI_EAGAIN)
+				die("write completion: %zd", r);
+		}
+	}
+	if (done != n)
+		die("%d of %d writes completed", done, n);
+}
+
 /* After the flood, keys are still exchanged: a new key's write stripes. */
 static void channel_still_works(void)
 {
-	struct fi_cq_tagged_entry e;
 	struct fid_mr *mr;
 	uint8_t *buf = aligned_alloc(4096, 2 * LEN), *dst = buf + LEN;
 	uint64_t rail1 = stats(1).tx_bytes, key, raddr;
 	fi_addr_t self;
-	double end;
 	size_t i;
-	int n, done = 0;
 
 	for (i = 0; i < LEN; i++) {
 		buf[i] = (uint8_t) rand();
@@ -274,23 +303,7 @@ static void channel_still_works(void)
 			die("fi_av_insert of ourselves");
 	}
 	/* several writes: the first ones go on rail 0 until the keys come */
-	for (n = 0; n < 20; n++) {
-		end = now() + TIMEOUT_S;
-		while (fi_write(mr_side.ep, buf, LEN, fi_mr_desc(mr), self,
-				raddr, key, NULL) == -FI_EAGAIN &&
-		       now() < end)
-			fi_cq_read(mr_side.cq, NULL, 0);
-		for (end = now() + TIMEOUT_S; done <= n && now() < end;) {
-			ssize_t r = fi_cq_read(mr_side.cq, &e, 1);
-
-			if (r == 1)
-				done++;
-			else if (r != -FI_EAGAIN)
-				die("write completion: %zd", r);
-		}
-	}
-	if (done != 20)
-		die("%d of 20 writes completed", done);
+	write_to(&mr_side, self, mr, buf, raddr, key, 20);
 	if (memcmp(buf, dst, LEN))
 		die("bytes wrong after the writes");
 	if (stats(1).tx_bytes == rail1)
@@ -543,38 +556,6 @@ static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 		die("a known peer after the claims: status %d, %d keys",
 		    status, n);
 	printf("ok 12 claimed senders; a known peer is still answered\n");
-}
-
-/* Progress both multirail endpoints until fi_write's completions come. */
-static void write_to(struct side *peer_side, fi_addr_t peer, struct fid_mr *mr,
-		     const uint8_t *src, uint64_t raddr, uint64_t key, int n)
-{
-	struct fi_cq_tagged_entry e;
-	double end;
-	int i, done = 0;
-	ssize_t ret;
-
-	for (i = 0; i < n; i++) {
-		end = now() + TIMEOUT_S;
-		while ((ret = fi_write(mr_side.ep, src, LEN, fi_mr_desc(mr),
-				       peer, raddr, key, NULL)) == -FI_EAGAIN &&
-		       now() < end) {
-			fi_cq_read(mr_side.cq, NULL, 0);
-			fi_cq_read(peer_side->cq, NULL, 0);
-		}
-		CHK(ret);
-		for (end = now() + TIMEOUT_S; done <= i && now() < end;) {
-			ssize_t r = fi_cq_read(mr_side.cq, &e, 1);
-
-			fi_cq_read(peer_side->cq, NULL, 0);
-			if (r == 1)
-				done++;
-			else if (r != -FI_EAGAIN)
-				die("write completion: %zd", r);
-		}
-	}
-	if (done != n)
-		die("%d of %d writes completed", done, n);
 }
 
 /* From the plain endpoint: a control message of type, as from claimed. */
