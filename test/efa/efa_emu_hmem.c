@@ -583,9 +583,14 @@ static void target_start(struct emu_ep *ep, const struct emu_wire *w,
 	x->peer = src;
 	x->write = w->type == EMU_PUT;
 	x->err = target_check(x, x->write ? FI_REMOTE_WRITE : FI_REMOTE_READ);
-	/* a PUT's payload is received even when refused: it must not linger */
-	x->b = bounce_new(ep->domain, w->len);
-	if (!x->b) {
+	/*
+	 * A refused PUT's payload is still received, so that it does not
+	 * linger in the core, but only up to efa's largest RMA: the length
+	 * comes from the wire, and a refused one was checked against nothing.
+	 */
+	if (x->err && (!x->write || w->len > emu_knobs.max_rma)) {
+		x->steps = STEP_ACK;
+	} else if (!(x->b = bounce_new(ep->domain, w->len))) {
 		x->err = FI_ENOMEM;
 		x->steps = STEP_ACK;	/* a PUT's payload then lingers */
 	} else if (x->write) {
