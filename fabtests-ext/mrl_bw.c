@@ -104,6 +104,8 @@ static struct {
 	bool cuda;		/* -D cuda: the buffer in GPU memory */
 	int cuda_dev;		/* -i */
 	bool sync_target;	/* the client waits for OOB_SYNCED */
+	enum fi_threading threading;	/* -t; 0: the provider's choice */
+	size_t empty_polls;	/* -E: the client's CQ polls before the run */
 } opt = {
 	.port = DEFAULT_PORT,
 	.op = OP_WRITE,
@@ -721,6 +723,7 @@ static int init_fabric(void)
 		hints->domain_attr->mr_mode |= FI_MR_HMEM;
 	}
 	hints->domain_attr->av_type = FI_AV_UNSPEC;
+	hints->domain_attr->threading = opt.threading;
 	if (opt.prov)
 		hints->fabric_attr->prov_name = strdup(opt.prov);
 	if (opt.domain)
@@ -1442,6 +1445,52 @@ static int parse_sizes(const char *arg)
 	return opt.nsizes ? 0 : -1;
 }
 
+static int parse_threading(const char *s)
+{
+	static const struct {
+		const char *name;
+		enum fi_threading level;
+	} levels[] = {
+		{ "domain", FI_THREAD_DOMAIN }, { "completion", FI_THREAD_COMPLETION },
+		{ "endpoint", FI_THREAD_ENDPOINT }, { "safe", FI_THREAD_SAFE },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		if (!strcmp(s, levels[i].name)) {
+			opt.threading = levels[i].level;
+			return 0;
+		}
+	}
+	fprintf(stderr, "bad -t '%s': domain, completion, endpoint or safe\n", s);
+	return -1;
+}
+
+/*
+ * -E: polls of the initiator's CQ after the run, nothing in flight; all
+ * must be empty.
+ * Not inlined: fi_multirail_insns counts this function's instructions alone.
+ */
+static __attribute__((noinline)) int empty_polls(void)
+{
+	struct fi_cq_data_entry comp[CQ_BATCH];
+	size_t i, found = 0;
+	ssize_t ret;
+
+	for (i = 0; i < opt.empty_polls; i++) {
+		ret = fi_cq_read(cq, comp, CQ_BATCH);
+		if (ret != -FI_EAGAIN)
+			found++;
+	}
+	if (found) {
+		errmsg("%zu of %zu empty polls found something", found, opt.empty_polls);
+		return -1;
+	}
+	if (!opt.quiet)
+		printf("# %zu empty polls\n", opt.empty_polls);
+	return 0;
+}
+
 static void usage(const char *prog)
 {
 	fprintf(stderr,
@@ -1468,6 +1517,11 @@ static void usage(const char *prog)
 		"  -D cuda       the buffer in GPU memory (CUDA, loaded at run time); the\n"
 		"                clock stops once both sides synchronised the device\n"
 		"  -i N          the CUDA device (default 0)\n"
+		"  -t LEVEL      threading hint: domain, completion, endpoint or safe\n"
+		"                (default: the provider's choice)\n"
+		"  -E N          the initiator then polls its empty CQ N times (all rails\n"
+		"                connected: the cost of a poll that finds nothing)\n"
+		"                (the cost of a poll that finds nothing, for callgrind)\n"
 		"  -q            quiet: no '#' info lines\n",
 		prog, DEFAULT_PORT, MIN_ITERS, MAX_DEF_ITERS);
 }
@@ -1481,7 +1535,7 @@ int main(int argc, char **argv)
 	opt.sizes[0] = 4UL << 20;
 	opt.nsizes = 1;
 
-	while ((c = getopt(argc, argv, "p:d:s:BP:o:S:W:I:w:U:vc:L:T:qD:i:h")) != -1) {
+	while ((c = getopt(argc, argv, "p:d:s:BP:o:S:W:I:w:U:vc:L:T:qD:i:t:E:h")) != -1) {
 		switch (c) {
 		case 'p': opt.prov = optarg; break;
 		case 'd': opt.domain = optarg; break;
@@ -1521,6 +1575,11 @@ int main(int argc, char **argv)
 			opt.cuda = true;
 			break;
 		case 'i': opt.cuda_dev = atoi(optarg); break;
+		case 't':
+			if (parse_threading(optarg))
+				return 1;
+			break;
+		case 'E': opt.empty_polls = strtoul(optarg, NULL, 0); break;
 		default:
 			usage(argv[0]);
 			return c == 'h' ? 0 : 1;
@@ -1581,6 +1640,8 @@ int main(int argc, char **argv)
 			       opt.verify ? ", verify" : "");
 		fflush(stdout);
 		ret = is_client() ? run_client() : run_server();
+		if (!ret && is_client() && opt.empty_polls)
+			ret = empty_polls();
 	}
 	if (other_events && !opt.quiet)
 		printf("# %zu unexpected completion(s) ignored\n", other_events);

@@ -654,9 +654,106 @@ static void test_unmetered(void)
 	}
 }
 
+static int last_rail(const struct fake *f)
+{
+	return f->nposted ? f->posted[f->nposted - 1]->rail : -1;
+}
+
+static int posted_on(const struct fake *f, int rail)
+{
+	int i;
+
+	for (i = 0; i < f->nposted; i++)
+		if (f->posted[i]->rail == rail)
+			return i;
+	return -1;
+}
+
+/*
+ * Whole ops fill the lowest rail with room up to its fill level (chunks or
+ * bytes), then the next; a slot freed low is filled first; with every rail
+ * full the least loaded takes the op; an op queued before keeps its turn.
+ */
+static void test_fill(void)
+{
+	struct mrl_engine_attr attr = {
+		.nrails = 4, .max_chunks_per_rail = 8,
+		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
+		.fill_chunks = 2, .fill_bytes = 1000,
+	};
+	struct mrl_op ops[16], queued;
+	struct mrl_engine eng;
+	struct fake f;
+	int i, ret;
+
+	memset(&f, 0, sizeof(f));
+	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
+		abort();
+	for (i = 0; i < 6; i++) {
+		init_op(&ops[i], 8, 0);
+		ret = mrl_engine_post_whole(&eng, &ops[i], 0xf);
+		CHECK(!ret, "op %d: %d", i, ret);
+	}
+	CHECK(f.rail_chunks[0] == 2 && f.rail_chunks[1] == 2 &&
+	      f.rail_chunks[2] == 2 && !f.rail_chunks[3],
+	      "6 ops by 2: rails took %d %d %d %d", f.rail_chunks[0],
+	      f.rail_chunks[1], f.rail_chunks[2], f.rail_chunks[3]);
+	i = posted_on(&f, 0);
+	CHECK(i >= 0, "rail 0 holds nothing");
+	if (i < 0)
+		return;
+	complete_at(&eng, &f, i, 0);
+	init_op(&ops[6], 8, 0);
+	CHECK(!mrl_engine_post_whole(&eng, &ops[6], 0xf) && last_rail(&f) == 0,
+	      "a slot freed on rail 0: the next op went to rail %d",
+	      last_rail(&f));
+	init_op(&ops[7], 8, 0);
+	CHECK(!mrl_engine_post_whole(&eng, &ops[7], 0xe) && last_rail(&f) == 3,
+	      "rails 1-3, 1 and 2 full: rail %d", last_rail(&f));
+	init_op(&ops[8], 8, 0);
+	init_op(&ops[9], 8, 0);
+	CHECK(!mrl_engine_post_whole(&eng, &ops[8], 0xf) &&
+	      !mrl_engine_post_whole(&eng, &ops[9], 0xf) && f.nposted == 9,
+	      "every rail full: %d of 9 ops posted", f.nposted);
+	/* bytes: one op of 1200 fills a rail whose level is 1000 */
+	drain(&eng, &f, 3);
+	init_op(&ops[10], 600, 0);
+	init_op(&ops[11], 1200, 0);
+	init_op(&ops[12], 8, 0);
+	CHECK(!mrl_engine_post_whole(&eng, &ops[10], 0x6) &&
+	      last_rail(&f) == 1, "600 B: rail %d", last_rail(&f));
+	i = posted_on(&f, 1);
+	CHECK(i >= 0, "rail 1 holds nothing");
+	if (i < 0)
+		return;
+	complete_at(&eng, &f, i, 0);
+	CHECK(!mrl_engine_post_whole(&eng, &ops[11], 0x6) &&
+	      last_rail(&f) == 1, "1200 B: rail %d", last_rail(&f));
+	CHECK(!mrl_engine_post_whole(&eng, &ops[12], 0x6) &&
+	      last_rail(&f) == 2, "rail 1 holds 1200 B in 1 op: rail %d",
+	      last_rail(&f));
+	/* an op queued (every rail refuses it now) goes first */
+	for (i = 0; i < 4; i++)
+		f.eagain[i] = 1;
+	init_op(&queued, 8, 0);
+	mrl_op_prepare(&eng, &queued, 0xf, 8);
+	mrl_engine_submit(&eng, &queued);
+	init_op(&ops[13], 8, 0);
+	CHECK(mrl_engine_post_whole(&eng, &ops[13], 0xf) == -FI_EAGAIN,
+	      "an op passed one queued before it");
+	mrl_op_prepare(&eng, &ops[13], 0xf, 8);
+	mrl_engine_submit(&eng, &ops[13]);
+	drain(&eng, &f, 4);
+	CHECK(f.done_calls == 15, "%d completions for 15 ops", f.done_calls);
+	CHECK(!eng.full && !eng.busy, "drained: full 0x%x busy 0x%x",
+	      eng.full, eng.busy);
+	mrl_engine_fini(&eng);
+}
+
 int main(void)
 {
 	test_chunking();
+	test_fill();
 	test_unmetered();
 	test_exactly_once_many_ops();
 	test_final_chunk_last();

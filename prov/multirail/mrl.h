@@ -77,6 +77,8 @@ struct mrl_params {
 	size_t hmem_stripe_min;	/* 0: by the core */
 	int rail_depth;		/* chunks in flight per rail */
 	size_t rail_bytes;	/* bytes in flight per rail */
+	int fill_ops;		/* small ops a rail takes before the next */
+	size_t fill_bytes;
 	char *policy;
 	char *topo_xml;		/* hwloc XML instead of this host */
 	int rails_per_gpu;	/* 0: every rail of the closest class */
@@ -449,6 +451,8 @@ struct mrl_ep_rail {
 	uint64_t watch_completions, watch_since_ns;
 	int peers_down;			/* peers this rail is out for */
 	uint64_t downs, probes, rejoins;
+	uint32_t side;			/* fences, probes and control sends
+					 * in flight: progress reads the rail */
 };
 
 struct mrl_ep {
@@ -499,11 +503,18 @@ struct mrl_ep {
 	int health_ticks;		/* progress calls since */
 	int sick_peers;			/* peers with a rail down we probe */
 	bool unreachable_due;		/* a peer lost its last rail */
+	/* which rails progress reads (mrl_progress.c) */
+	uint32_t side_busy;		/* rails with side requests */
+	size_t msg_inuse;		/* message requests the cores hold */
+	int kick0;			/* reads of rail 0 due after an inject */
+	int poll_next;			/* the next idle rail read */
+	unsigned int poll_calls;
 };
 
 int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **ep, void *context);
 void mrl_ep_progress(struct mrl_ep *ep);
+void mrl_ep_kick0(struct mrl_ep *ep);
 struct mrl_cntr *mrl_ep_local_cntr(struct mrl_ep *ep, uint64_t flags);
 void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context, uint64_t flags,
 		   size_t len, int err, uint64_t data);
@@ -594,6 +605,8 @@ void mrl_health_note_target(struct mrl_peer *peer, int nrails,
 			    const uint64_t *keys, uint64_t addr, bool read);
 void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,
 			   int err);
+/* Time is read every MRL_HEALTH_TICK progress calls, not per op. */
+#define MRL_HEALTH_TICK		64
 void mrl_health_tick(struct mrl_ep *ep);
 void mrl_health_fail_unreachable(struct mrl_ep *ep);
 int mrl_health_rail_state(const struct mrl_ep *ep, int rail);
@@ -614,6 +627,24 @@ uint32_t mrl_locality_process_mask(const struct mrl_loc *locs, int n,
 				   size_t len);
 
 /* ---- helpers ----------------------------------------------------------------- */
+
+static inline uint32_t mrl_rail_mask(int nrails)
+{
+	return nrails >= 32 ? ~0u : (1u << nrails) - 1;
+}
+
+/* A fence, probe or control send went to rail's core: progress reads it. */
+static inline void mrl_side_posted(struct mrl_ep *ep, int rail)
+{
+	if (!ep->rails[rail].side++)
+		ep->side_busy |= 1u << rail;
+}
+
+static inline void mrl_side_done(struct mrl_ep *ep, int rail)
+{
+	if (ep->rails[rail].side && !--ep->rails[rail].side)
+		ep->side_busy &= ~(1u << rail);
+}
 
 /*
  * One lock per domain guards every object under it.  Under FI_THREAD_DOMAIN

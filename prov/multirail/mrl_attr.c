@@ -152,7 +152,14 @@ struct fi_info *mrl_core_hints(const struct fi_info *hints,
 	else
 		ch->domain_attr->mr_mode = MRL_MR_MODES & ~FI_MR_RAW &
 					   ~FI_MR_HMEM;
-	ch->domain_attr->threading = FI_THREAD_UNSPEC;
+	/*
+	 * Under FI_THREAD_DOMAIN the application serialises every call on
+	 * our domain, and each of ours into a core comes from one of them: the
+	 * core may skip its locks too.  Other levels leave the core its own.
+	 */
+	ch->domain_attr->threading = hints && hints->domain_attr &&
+		hints->domain_attr->threading == FI_THREAD_DOMAIN ?
+		FI_THREAD_DOMAIN : FI_THREAD_UNSPEC;
 	ch->domain_attr->control_progress = FI_PROGRESS_UNSPEC;
 	ch->domain_attr->data_progress = FI_PROGRESS_UNSPEC;
 	ch->domain_attr->resource_mgmt = FI_RM_UNSPEC;

@@ -196,6 +196,7 @@ ssize_t mrl_ctrl_bounce_write(struct mrl_ep *ep, const void *buf, size_t len,
 		b->hdr.kind = MRL_REQ_CTRL_TX;
 		return ret;
 	}
+	mrl_side_posted(ep, 0);
 	ep->ctrl_tx_free = b->next_free;
 	return 0;
 }
@@ -230,8 +231,10 @@ static ssize_t post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	      fi_tsend(ep->rails[buf->rail].ep, buf->data, buf->len,
 		       ctrl_desc(ep, buf->rail), buf->dest, MRL_CTRL_TAG,
 		       &buf->hdr);
-	if (!ret)
+	if (!ret) {
 		ep->rails[buf->rail].ctrl_sent++;
+		mrl_side_posted(ep, ep->ctrl_ep ? 0 : buf->rail);
+	}
 	return ret;
 }
 

@@ -69,6 +69,7 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 	      fi_writemsg(ep->rails[rail].ep, &msg,
 			  FI_COMPLETION | FI_DELIVERY_COMPLETE);
 	if (!ret) {
+		mrl_side_posted(ep, rail);
 		f->dirty &= ~bit(rail);
 		f->inflight |= bit(rail);
 	} else if (ret != -FI_EAGAIN) {

@@ -27,7 +27,6 @@
 #include "mrl.h"
 #include "rdma/fi_ext_multirail.h"
 
-#define MRL_HEALTH_TICK		64
 #define MRL_PROBE_MAX_SHIFT	5
 
 static uint32_t bit(int rail)
@@ -312,6 +311,7 @@ static void post_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		mrl_health_probe_done(ep, req, (int) ret);
 		return;
 	}
+	mrl_side_posted(ep, rail);
 	h->probing |= bit(rail);
 	ep->rails[rail].probes++;
 }
@@ -362,13 +362,11 @@ static void probe_all(struct mrl_ep *ep)
 	}
 }
 
-/* From progress: every MRL_HEALTH_TICK calls, the clock and the checks. */
+/* From progress, every MRL_HEALTH_TICK calls: the clock and the checks. */
 void mrl_health_tick(struct mrl_ep *ep)
 {
 	int r;
 
-	if (++ep->health_ticks < MRL_HEALTH_TICK)
-		return;
 	ep->health_ticks = 0;
 	ep->now_ns = clock_ns();
 	if (mrl_params.rail_timeout_ms) {

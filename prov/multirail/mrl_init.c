@@ -885,9 +885,16 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	  2 * 1024 * 1024, 1,
 	  "Most bytes in flight on one rail; the next chunk goes to the "
 	  "rail that drains first (not device memory over shm)" },
+	{ "fill_ops", FI_PARAM_INT, &mrl_params.fill_ops, 16, 1,
+	  "Ops sent whole (below stripe_min) fill the first rail with room "
+	  "up to this many in flight before the next rail takes any (fewer "
+	  "rails to poll, less CPU per op); 1 spreads them" },
+	{ "fill_bytes", FI_PARAM_SIZE_T, &mrl_params.fill_bytes,
+	  64 * 1024, 1, "And up to this many bytes in flight" },
 	{ "policy", FI_PARAM_STRING, &mrl_params.policy, 0, 0,
-	  "auto (small ops to the least busy rail, large ops split), split "
-	  "(every op over all rails) or roundrobin (whole ops rotate)." },
+	  "auto (small ops fill a rail, then the next; large ops split), "
+	  "split (every op over all rails) or roundrobin (whole ops "
+	  "rotate)." },
 	{ "topo_xml", FI_PARAM_STRING, &mrl_params.topo_xml, 0, 0,
 	  "hwloc XML topology to place rails, GPUs and NUMA nodes in, "
 	  "instead of this host's (testing without the hardware)." },

@@ -8,7 +8,10 @@
  *   MRL_REQ_FENCE    a rail flush before a send: mrl_fence.c
  *   MRL_REQ_PROBE    is a failed rail back: mrl_health.c
  * and no context at all is a remote event (CQ data of a peer's write).
- * Then the control backlog and the engine get their turn: chunks waiting
+ * Only rails with requests of ours in flight are read on every call, and
+ * one other by rotation (see rails_due), so a call costs the same with 1
+ * or 32 rails.  Then the control backlog and the engine get their turn:
+ * chunks waiting
  * for credit go out as the completions above return it.  User operations
  * are reported to our CQs and counters from here (mrl_ep_report).
  * Called with the domain locked, from CQ and counter reads and from posts
@@ -95,6 +98,14 @@ static void dispatch(struct mrl_ep *ep, int rail,
 			MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: remote event "
 				      "error %d\n", rail, err);
 		return;
+	}
+	switch (hdr->kind) {
+	case MRL_REQ_CTRL_TX:
+	case MRL_REQ_BOUNCE:
+	case MRL_REQ_FENCE:
+	case MRL_REQ_PROBE:
+		mrl_side_done(ep, rail);
+		break;
 	}
 	switch (hdr->kind) {
 	case MRL_REQ_CHUNK:
@@ -204,25 +215,86 @@ static void progress_rail(struct mrl_ep *ep, int rail)
 	}
 }
 
+/* Every how many calls with work due one idle rail is read too. */
+#define MRL_IDLE_READ_EVERY	8
+/* Calls that read rail 0 after an inject (the core may hold it queued). */
+#define MRL_KICK0_CALLS		16
+
+void mrl_ep_kick0(struct mrl_ep *ep)
+{
+	ep->kick0 = MRL_KICK0_CALLS;
+}
+
+/*
+ * The rails this call reads: those the engine or side requests (fences,
+ * probes, control sends) wait on, rail 0 while messages or an inject may
+ * need it, and one more by rotation: remote events, a peer's messages and
+ * its connections arrive unannounced.  An idle endpoint reads one rail per
+ * call; a busy one an idle rail every MRL_IDLE_READ_EVERY calls.
+ */
+static uint32_t rails_due(struct mrl_ep *ep)
+{
+	uint32_t due = ep->engine.busy | ep->side_busy;
+
+	if (ep->msg_inuse || ep->ctrl_backlog || ep->kick0) {
+		due |= 1u;
+		if (ep->kick0)
+			ep->kick0--;
+	}
+	if (!due || !(++ep->poll_calls % MRL_IDLE_READ_EVERY)) {
+		due |= 1u << ep->poll_next;
+		if (++ep->poll_next == ep->nrails)
+			ep->poll_next = 0;
+	}
+	return due;
+}
+
+/* A message in rail 0's batch: see progress_rails. */
+static bool has_message(const struct fi_cq_tagged_entry *e, ssize_t n)
+{
+	ssize_t i;
+
+	for (i = 0; i < n; i++)
+		if (e[i].flags & FI_RECV)
+			return true;
+	return false;
+}
+
+static void read_rails(struct mrl_ep *ep, uint32_t rails)
+{
+	int r;
+
+	for (; rails; rails &= rails - 1) {
+		r = __builtin_ctz(rails);
+		progress_rail(ep, r);
+	}
+}
+
 /*
  * Rail 0 carries the messages, and a message sent after writes on other
  * rails waits for them to land (mrl_fence.c): their remote CQ data was in
- * those rails' core CQs before the message was in rail 0's.  So rail 0's
- * batch is read first, then every other rail is read and handed on, and
- * only then rail 0's batch: the user sees the data before the message,
+ * those rails' core CQs before the message was in rail 0's.  So when rail
+ * 0's batch holds a message, every other rail is read and handed on first,
+ * and only then rail 0's batch: the user sees the data before the message,
  * also where the core progresses on its own between our reads.
  */
 static void progress_rails(struct mrl_ep *ep)
 {
 	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
 	fi_addr_t src[MRL_CQ_BATCH];
-	int rounds = MRL_CQ_ROUNDS, r;
+	uint32_t due = rails_due(ep), all = mrl_rail_mask(ep->nrails);
+	int rounds = MRL_CQ_ROUNDS;
 	ssize_t n;
 
+	if (!(due & 1u)) {
+		read_rails(ep, due);
+		return;
+	}
 	while (rounds--) {
 		n = read_rail(ep, 0, e, src);
-		for (r = 1; r < ep->nrails; r++)
-			progress_rail(ep, r);
+		if (n > 0 && has_message(e, n))
+			due = all;
+		read_rails(ep, due & ~1u);
 		dispatch_all(ep, 0, e, src, n);
 		if (n >= 0 && n < MRL_CQ_BATCH)
 			return;
@@ -236,7 +308,8 @@ void mrl_ep_progress(struct mrl_ep *ep)
 		return;
 	ep->in_progress = true;
 	progress_rails(ep);
-	mrl_health_tick(ep);
+	if (++ep->health_ticks >= MRL_HEALTH_TICK)
+		mrl_health_tick(ep);
 	if (ep->av && ep->av->hello_due)
 		mrl_ctrl_hello_partial(ep);
 	if (ep->ctrl_backlog)
@@ -266,9 +339,10 @@ bool mrl_inject_fits(const struct mrl_ep *ep, size_t len)
 ssize_t mrl_inject_posted(struct mrl_ep *ep, struct mrl_cntr *cntr,
 			  ssize_t ret)
 {
-	if (!ret)
+	if (!ret) {
 		mrl_cntr_inc(cntr);
-	else if (ret == -FI_EAGAIN)
+		mrl_ep_kick0(ep);
+	} else if (ret == -FI_EAGAIN)
 		mrl_ep_progress(ep);
 	return ret;
 }

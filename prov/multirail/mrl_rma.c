@@ -64,6 +64,8 @@ int mrl_rma_init(struct mrl_ep *ep)
 		.max_chunks_per_rail = mrl_params.rail_depth,
 		.max_bytes_per_rail = mrl_params.rail_bytes,
 		.final_size = MRL_CHUNK_ALIGN,	/* writedata's last chunk */
+		.fill_chunks = mrl_params.fill_ops,
+		.fill_bytes = mrl_params.fill_bytes,
 	};
 	struct rma_slot *slots;
 	size_t i, n = ep->domain->rails[0].info->tx_attr->size;
@@ -138,31 +140,52 @@ static unsigned int chunk_needs(struct mrl_ep *ep,
 	return mrl_sched_chunk(&c);
 }
 
-int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
+/*
+ * A whole op from one buffer, asking nothing of the core but a completion:
+ * the core's plain call, which costs it less than the msg form.
+ */
+static ssize_t post_plain(struct mrl_ep *ep, const struct mrl_chunk *chunk,
+			  uint64_t key)
 {
-	struct mrl_ep *ep = owner;
-	struct mrl_op *op = chunk->op;
-	struct mrl_peer *peer = op->peer;
+	const struct mrl_op *op = chunk->op;
+	const struct mrl_peer *peer = op->peer;
+	const struct mrl_mr *mr = op->desc[0];
+	struct fid_ep *core = ep->rails[chunk->rail].ep;
+	void *desc = mr ? mr->core_desc[chunk->rail] : NULL;
+	void *ctx = mrl_chunk_hdr((struct mrl_chunk *) chunk);
+	fi_addr_t dest = peer->core_addr[chunk->rail];
+
+	if (op->kind == MRL_OP_READ)
+		return fi_read(core, op->iov[0].iov_base, op->len, desc, dest,
+			       op->raddr, key, ctx);
+	if (chunk->final && (op->flags & FI_REMOTE_CQ_DATA))
+		return fi_writedata(core, op->iov[0].iov_base, op->len, desc,
+				    op->data, dest, op->raddr, key, ctx);
+	return fi_write(core, op->iov[0].iov_base, op->len, desc, dest,
+			op->raddr, key, ctx);
+}
+
+static ssize_t post_msg(struct mrl_ep *ep, const struct mrl_chunk *chunk,
+			uint64_t key, unsigned int needs)
+{
+	const struct mrl_op *op = chunk->op;
+	const struct mrl_peer *peer = op->peer;
 	struct iovec iov[MRL_IOV_LIMIT];
-	void *desc[MRL_IOV_LIMIT], **user_desc = desc;
+	void *desc[MRL_IOV_LIMIT], *const *user_desc = desc;
 	struct fi_rma_iov rma = {
 		.addr = op->raddr + chunk->offset,
 		.len = chunk->len,
-		.key = slot_of(op)->keys[chunk->rail],
+		.key = key,
 	};
-	struct mrl_req_hdr *hdr = mrl_chunk_hdr(chunk);
 	struct fi_msg_rma msg = {
 		.msg_iov = iov, .desc = desc, .rma_iov = &rma,
 		.rma_iov_count = 1, .addr = peer->core_addr[chunk->rail],
-		.context = hdr, .data = op->data,
+		.context = mrl_chunk_hdr((struct mrl_chunk *) chunk),
+		.data = op->data,
 	};
-	uint64_t flags = FI_COMPLETION;
 	struct fid_ep *core = ep->rails[chunk->rail].ep;
-	unsigned int needs = chunk_needs(ep, chunk);
+	uint64_t flags = FI_COMPLETION;
 	size_t i;
-	ssize_t ret;
-
-	hdr->kind = MRL_REQ_CHUNK;
 
 	/* the whole op: its own iovs (unless empty ones sit among them) */
 	if (chunk->len == op->len && (!op->one_iov || op->iov_count == 1)) {
@@ -180,18 +203,35 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 		flags |= FI_REMOTE_CQ_DATA;
 	if (needs & MRL_SCHED_DELIVERY)
 		flags |= FI_DELIVERY_COMPLETE;
+	return op->kind == MRL_OP_WRITE ? fi_writemsg(core, &msg, flags) :
+					  fi_readmsg(core, &msg, flags);
+}
 
-	ret = op->kind == MRL_OP_WRITE ? fi_writemsg(core, &msg, flags) :
-					 fi_readmsg(core, &msg, flags);
-	if (ret == -FI_EAGAIN) {
-		mrl_health_refused(ep, peer, chunk->rail);
-	} else if (!ret) {
+int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
+{
+	struct mrl_ep *ep = owner;
+	struct mrl_op *op = chunk->op;
+	struct mrl_peer *peer = op->peer;
+	uint64_t key = slot_of(op)->keys[chunk->rail];
+	unsigned int needs = chunk_needs(ep, chunk);
+	ssize_t ret;
+
+	mrl_chunk_hdr(chunk)->kind = MRL_REQ_CHUNK;
+	if (chunk->len == op->len && op->iov_count == 1 &&
+	    !(needs & MRL_SCHED_DELIVERY))
+		ret = post_plain(ep, chunk, key);
+	else
+		ret = post_msg(ep, chunk, key, needs);
+
+	if (!ret) {
 		peer->refused_rails &= ~(1u << chunk->rail);
 		ep->rails[chunk->rail].tx_ops++;
 		ep->rails[chunk->rail].tx_bytes += chunk->len;
 		if (needs & MRL_SCHED_FENCE)
-			mrl_fence_write_posted(ep, peer, chunk->rail, rma.addr,
-					       rma.key);
+			mrl_fence_write_posted(ep, peer, chunk->rail,
+					       op->raddr + chunk->offset, key);
+	} else if (ret == -FI_EAGAIN) {
+		mrl_health_refused(ep, peer, chunk->rail);
 	} else if (mrl_health_post_failed(ep, peer, chunk->rail, (int) ret)) {
 		ret = -FI_EAGAIN;	/* the engine tries the rails left */
 	} else {
@@ -385,14 +425,62 @@ static uint32_t usable_rails(struct mrl_peer *peer, uint32_t rails,
 	return rails ? rails : keyed;
 }
 
+/* The engine's op, every field it reads set here (no memset: hot path). */
+static void op_init(struct mrl_ep *ep, struct mrl_op *op,
+		    const struct mrl_rma_args *a, struct mrl_peer *peer,
+		    const struct mrl_sched_params *sched)
+{
+	size_t i;
+
+	op->kind = a->kind;
+	op->flags = a->flags | ep->tx_op_flags;
+	op->context = a->context;
+	op->data = a->data;
+	op->len = a->len;
+	for (i = 0; i < a->count; i++) {
+		op->iov[i] = a->iov[i];
+		op->desc[i] = a->desc ? a->desc[i] : NULL;
+	}
+	op->iov_count = a->count;
+	if (!a->count)
+		op->desc[0] = NULL;
+	op->raddr = a->rma_iov->addr;
+	op->key = 0;
+	op->peer = peer;
+	op->owner = NULL;
+	op->one_iov = ep->domain->rma_one_iov;
+	op->unmetered = sched->unmetered;
+	op->final_posted = false;
+}
+
+/*
+ * The rails the op may use: near both buffers among those we have keys
+ * for, less the rails out of service; and the peer told of the rails it
+ * is about to receive on.
+ */
+static uint32_t op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
+			 struct rma_slot *slot, const struct mrl_rma_args *a,
+			 uint32_t remote_near)
+{
+	uint32_t rails;
+
+	rails = mrl_sched_near(slot->local_near, remote_near,
+			       mask_of(stripe_rails(ep, peer, slot->key_rails)));
+	if (ep->ctrl_ep || (rails & ~peer->rails_up & ~1u))
+		mrl_ctrl_rails_up(ep, peer, rails);
+	if (peer->rails_down)
+		rails = usable_rails(peer, rails, slot, a);
+	return rails;
+}
+
 static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
-	size_t len = a->len, chunk;
 	const struct mrl_sched_params *sched;
 	struct mrl_rma_req *req;
 	uint32_t rails, remote_near = 0;
 	struct rma_slot *slot;
 	struct mrl_peer *peer;
+	size_t chunk;
 	int nrails;
 	ssize_t ret;
 
@@ -420,21 +508,8 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	slot->key_rails = nrails;
 	ep->rma_free = req->next_free;
 
-	memset(&req->op, 0, sizeof(req->op));
-	req->op.kind = a->kind;
-	req->op.flags = a->flags | ep->tx_op_flags;
-	req->op.context = a->context;
-	req->op.data = a->data;
-	req->op.len = len;
-	memcpy(req->op.iov, a->iov, a->count * sizeof(*a->iov));
-	if (a->desc)
-		memcpy(req->op.desc, a->desc, a->count * sizeof(void *));
-	req->op.iov_count = a->count;
 	sched = op_sched(ep, a);
-	req->op.one_iov = ep->domain->rma_one_iov;
-	req->op.unmetered = sched->unmetered;
-	req->op.raddr = a->rma_iov->addr;
-	req->op.peer = peer;
+	op_init(ep, &req->op, a, peer, sched);
 	req->cq_flags = FI_RMA | (a->kind == MRL_OP_WRITE ? FI_WRITE : FI_READ);
 
 	/*
@@ -443,15 +518,14 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	 * mrl_rma_keys_learned then opens the rest to the chunks not yet
 	 * posted, so an op started early does not stay on one rail.
 	 */
-	rails = mrl_sched_near(slot->local_near, remote_near,
-			       mask_of(stripe_rails(ep, peer, nrails)));
-	mrl_ctrl_rails_up(ep, peer, rails);
-	if (peer->rails_down)
-		rails = usable_rails(peer, rails, slot, a);
-	rails = mrl_sched_rails(sched, rails, len, ep->engine.busy,
+	rails = op_rails(ep, peer, slot, a, remote_near);
+	rails = mrl_sched_rails(sched, rails, a->len, ep->engine.busy,
 				&ep->rr_next, &chunk) & mask_of(nrails);
 	if (!rails && !peer->rails_down)
 		rails = 1u;	/* rail 0's key until the others are known */
+	if (chunk >= a->len && rails && a->count <= 1 &&
+	    !mrl_engine_post_whole(&ep->engine, &req->op, rails))
+		return 0;
 	/* with no rail left the engine fails the op: -FI_EHOSTUNREACH */
 	mrl_op_prepare(&ep->engine, &req->op, rails, chunk);
 	mrl_engine_submit(&ep->engine, &req->op);

@@ -18,6 +18,12 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	eng->max_chunks_per_rail = attr->max_chunks_per_rail;
 	eng->max_bytes_per_rail = attr->max_bytes_per_rail;
 	eng->final_size = attr->final_size ? attr->final_size : 1;
+	eng->fill_chunks = attr->fill_chunks &&
+			   attr->fill_chunks < attr->max_chunks_per_rail ?
+			   attr->fill_chunks : attr->max_chunks_per_rail;
+	eng->fill_bytes = attr->fill_bytes &&
+			  attr->fill_bytes < attr->max_bytes_per_rail ?
+			  attr->fill_bytes : attr->max_bytes_per_rail;
 	eng->ops = ops;
 	eng->owner = owner;
 	mrl_list_init(&eng->pending);
@@ -135,6 +141,34 @@ static int pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
 	return best;
 }
 
+/* The rail's credit moved: is it at its fill level now? */
+static void rail_level(struct mrl_engine *eng, int rail)
+{
+	const struct mrl_rail_credit *rc = &eng->rail[rail];
+
+	if (rc->inflight >= eng->fill_chunks ||
+	    rc->inflight_bytes >= eng->fill_bytes)
+		eng->full |= 1u << rail;
+	else
+		eng->full &= ~(1u << rail);
+}
+
+/* A chunk the core took: the rail's credit goes to it. */
+static void rail_take(struct mrl_engine *eng, struct mrl_chunk *chunk)
+{
+	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
+
+	mrl_list_del(&chunk->link);
+	mrl_list_add_tail(&rc->chunks, &chunk->link);
+	eng->busy |= 1u << chunk->rail;
+	rc->inflight++;
+	rc->inflight_bytes += chunk->len;
+	rc->chunks_posted++;
+	rc->bytes_posted += chunk->len;
+	rail_level(eng, chunk->rail);
+	chunk->op->inflight++;
+}
+
 static bool op_finished(const struct mrl_op *op)
 {
 	if (op->inflight)
@@ -195,14 +229,7 @@ static int post_chunk(struct mrl_engine *eng, struct mrl_op *op,
 			op->err = ret;
 			return ret;
 		}
-		mrl_list_del(&chunk->link);
-		mrl_list_add_tail(&rc->chunks, &chunk->link);
-		eng->busy |= 1u << rail;
-		rc->inflight++;
-		rc->inflight_bytes += chunk->len;
-		rc->chunks_posted++;
-		rc->bytes_posted += chunk->len;
-		op->inflight++;
+		rail_take(eng, chunk);
 		return 0;
 	}
 }
@@ -257,13 +284,11 @@ static bool progress_op(struct mrl_engine *eng, struct mrl_op *op)
 	return true;
 }
 
-void mrl_engine_progress(struct mrl_engine *eng)
+void mrl_engine_post_pending(struct mrl_engine *eng)
 {
 	struct mrl_list *cur, *next;
 	struct mrl_op *op;
 
-	if (mrl_list_empty(&eng->pending))
-		return;		/* every poll comes here */
 	eng->blocked = 0;
 	for (cur = eng->pending.next; cur != &eng->pending; cur = next) {
 		next = cur->next;
@@ -277,6 +302,45 @@ void mrl_engine_progress(struct mrl_engine *eng)
 			mrl_list_add_tail(&eng->active, &op->link);
 		}
 	}
+}
+
+int mrl_engine_post_whole(struct mrl_engine *eng, struct mrl_op *op,
+			  uint32_t rails)
+{
+	uint32_t open = rails & ~eng->full;
+	struct mrl_chunk *chunk;
+	int rail;
+
+	if (!mrl_list_empty(&eng->pending) ||
+	    mrl_list_empty(&eng->free_chunks))
+		return -FI_EAGAIN;
+	op->rail_mask = rails;
+	/* every rail full: the least loaded (a loop, but only then) */
+	rail = open ? __builtin_ctz(open) : pick_rail(eng, op, op->len);
+	if (rail < 0 || !rail_has_credit(eng, rail, op, op->len))
+		return -FI_EAGAIN;
+
+	op->chunk_size = op->len;
+	op->body_len = 0;
+	op->next_off = 0;
+	op->inflight = 0;
+	op->orphans = 0;
+	op->err = 0;
+	mrl_list_init(&op->redo);
+
+	chunk = first_chunk(&eng->free_chunks);
+	chunk->op = op;
+	chunk->offset = 0;
+	chunk->len = op->len;
+	chunk->final = true;
+	chunk->orphan = false;
+	chunk->rail = rail;
+	if (eng->ops->post_chunk(eng->owner, chunk))
+		return -FI_EAGAIN;
+	op->final_posted = true;
+	rail_take(eng, chunk);
+	mrl_list_add_tail(&eng->active, &op->link);
+	return 0;
 }
 
 void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op)
@@ -293,6 +357,7 @@ static void rail_release(struct mrl_engine *eng, struct mrl_chunk *chunk)
 	if (!--rc->inflight)
 		eng->busy &= ~(1u << chunk->rail);
 	rc->inflight_bytes -= chunk->len;
+	rail_level(eng, chunk->rail);
 	mrl_list_del(&chunk->link);
 }
 
