@@ -451,8 +451,9 @@ struct mrl_ep_rail {
 	uint64_t watch_completions, watch_since_ns;
 	int peers_down;			/* peers this rail is out for */
 	uint64_t downs, probes, rejoins;
-	uint32_t side;			/* fences, probes and control sends
-					 * in flight: progress reads the rail */
+	uint32_t side;			/* fences, probes, control sends and
+					 * (rail 0) message requests in
+					 * flight: progress reads the rail */
 };
 
 struct mrl_ep {
@@ -504,8 +505,9 @@ struct mrl_ep {
 	int sick_peers;			/* peers with a rail down we probe */
 	bool unreachable_due;		/* a peer lost its last rail */
 	/* which rails progress reads (mrl_progress.c) */
-	uint32_t side_busy;		/* rails with side requests */
-	size_t msg_inuse;		/* message requests the cores hold */
+	uint32_t side_busy;		/* rails with side requests (and
+					 * rail 0 while the cores hold
+					 * message requests) */
 	int kick0;			/* reads of rail 0 due after an inject */
 	int poll_next;			/* the next idle rail read */
 	unsigned int poll_calls;

@@ -164,15 +164,14 @@ static void progress_all(struct mrl_cq *cq)
 		mrl_ep_progress(cq->eps[i]);
 }
 
-static ssize_t mrl_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
-			       fi_addr_t *src_addr)
+/* Domain locked; unlocks. */
+static ssize_t __attribute__((noinline)) take_entries(struct mrl_cq *cq,
+						      void *buf, size_t count,
+						      fi_addr_t *src_addr)
 {
-	struct mrl_cq *cq = to_cq(cq_fid);
 	size_t n, esz = entry_size(cq->format);
 	ssize_t ret;
 
-	mrl_lock(cq->domain);
-	progress_all(cq);
 	if (!mrl_list_empty(&cq->errs)) {
 		ret = -FI_EAVAIL;
 		goto out;
@@ -189,6 +188,20 @@ static ssize_t mrl_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 out:
 	mrl_unlock(cq->domain);
 	return ret;
+}
+
+static ssize_t mrl_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+			       fi_addr_t *src_addr)
+{
+	struct mrl_cq *cq = to_cq(cq_fid);
+
+	mrl_lock(cq->domain);
+	progress_all(cq);
+	if (cq->head == cq->tail && mrl_list_empty(&cq->errs)) {
+		mrl_unlock(cq->domain);
+		return -FI_EAGAIN;	/* every empty poll: kept short */
+	}
+	return take_entries(cq, buf, count, src_addr);
 }
 
 static ssize_t mrl_cq_read(struct fid_cq *cq, void *buf, size_t count)

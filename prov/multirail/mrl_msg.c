@@ -18,7 +18,7 @@ struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep)
 	if (req) {
 		ep->msg_free = req->next_free;
 		req->hdr.kind = MRL_REQ_MSG;
-		ep->msg_inuse++;
+		mrl_side_posted(ep, 0);	/* progress reads rail 0 */
 	}
 	return req;
 }
@@ -28,7 +28,7 @@ void mrl_msg_req_put(struct mrl_ep *ep, struct mrl_msg_req *req)
 	req->hdr.kind = 0;
 	req->next_free = ep->msg_free;
 	ep->msg_free = req;
-	ep->msg_inuse--;
+	mrl_side_done(ep, 0);
 }
 
 /* n requests: enough for every send and receive the core can hold. */
@@ -42,7 +42,6 @@ int mrl_msg_init(struct mrl_ep *ep, size_t n)
 	ep->msg_pool_size = n;
 	for (i = n; i-- > 0;)
 		mrl_msg_req_put(ep, &ep->msg_reqs[i]);
-	ep->msg_inuse = 0;
 	return 0;
 }
 

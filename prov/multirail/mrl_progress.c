@@ -170,8 +170,9 @@ static void read_err(struct mrl_ep *ep, int rail)
  * Sources only when the user asked for them: reading them costs every
  * poll, and a core without FI_SOURCE leaves src untouched.
  */
-static ssize_t read_rail(struct mrl_ep *ep, int rail,
-			 struct fi_cq_tagged_entry *e, fi_addr_t *src)
+static inline __attribute__((always_inline))
+ssize_t read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
+		  fi_addr_t *src)
 {
 	ssize_t n, i;
 
@@ -227,20 +228,22 @@ void mrl_ep_kick0(struct mrl_ep *ep)
 
 /*
  * The rails this call reads: those the engine or side requests (fences,
- * probes, control sends) wait on, rail 0 while messages or an inject may
- * need it, and one more by rotation: remote events, a peer's messages and
- * its connections arrive unannounced.  An idle endpoint reads one rail per
- * call; a busy one an idle rail every MRL_IDLE_READ_EVERY calls.
+ * probes, control sends, and on rail 0 messages) wait on, rail 0 after an
+ * inject, every rail while control sends wait for connections, and one
+ * more by rotation: remote events, a peer's messages and its connections
+ * arrive unannounced.  An idle endpoint reads one rail per call; a busy
+ * one an idle rail every MRL_IDLE_READ_EVERY calls.
  */
 static uint32_t rails_due(struct mrl_ep *ep)
 {
 	uint32_t due = ep->engine.busy | ep->side_busy;
 
-	if (ep->msg_inuse || ep->ctrl_backlog || ep->kick0) {
+	if (ep->kick0) {
+		ep->kick0--;
 		due |= 1u;
-		if (ep->kick0)
-			ep->kick0--;
 	}
+	if (ep->ctrl_backlog)		/* rails still connecting */
+		return mrl_rail_mask(ep->nrails);
 	if (!due || !(++ep->poll_calls % MRL_IDLE_READ_EVERY)) {
 		due |= 1u << ep->poll_next;
 		if (++ep->poll_next == ep->nrails)
@@ -278,37 +281,58 @@ static void read_rails(struct mrl_ep *ep, uint32_t rails)
  * and only then rail 0's batch: the user sees the data before the message,
  * also where the core progresses on its own between our reads.
  */
-static void progress_rails(struct mrl_ep *ep)
+/* Rail 0's batch e (n), then its next ones: see progress_rails. */
+static void rail0_batches(struct mrl_ep *ep, uint32_t due,
+			  struct fi_cq_tagged_entry *e, fi_addr_t *src,
+			  ssize_t n)
 {
-	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
-	fi_addr_t src[MRL_CQ_BATCH];
-	uint32_t due = rails_due(ep), all = mrl_rail_mask(ep->nrails);
+	uint32_t all = mrl_rail_mask(ep->nrails);
 	int rounds = MRL_CQ_ROUNDS;
-	ssize_t n;
 
-	if (!(due & 1u)) {
-		read_rails(ep, due);
-		return;
-	}
-	while (rounds--) {
-		n = read_rail(ep, 0, e, src);
+	for (;;) {
 		if (n > 0 && has_message(e, n))
 			due = all;
 		read_rails(ep, due & ~1u);
 		dispatch_all(ep, 0, e, src, n);
-		if (n >= 0 && n < MRL_CQ_BATCH)
+		if ((n >= 0 && n < MRL_CQ_BATCH) || !--rounds)
 			return;
+		n = read_rail(ep, 0, e, src);
 	}
 }
 
-/* Domain locked. */
-void mrl_ep_progress(struct mrl_ep *ep)
+/*
+ * A first batch (n, or -FI_EAGAIN after an error entry) read from the one
+ * rail due: handed on, and the rail read on while it gives full batches.
+ */
+static void __attribute__((noinline))
+rail_batches(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
+	     fi_addr_t *src, ssize_t n)
 {
-	if (!ep->enabled || ep->in_progress)
+	if (!rail) {
+		rail0_batches(ep, 1u, e, src, n);
 		return;
-	ep->in_progress = true;
-	progress_rails(ep);
-	if (++ep->health_ticks >= MRL_HEALTH_TICK)
+	}
+	dispatch_all(ep, rail, e, src, n);
+	if (n < 0 || n == MRL_CQ_BATCH)
+		progress_rail(ep, rail);
+}
+
+static void __attribute__((noinline)) progress_rails(struct mrl_ep *ep,
+						     uint32_t due)
+{
+	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
+	fi_addr_t src[MRL_CQ_BATCH];
+
+	if (due & 1u)
+		rail0_batches(ep, due, e, src, read_rail(ep, 0, e, src));
+	else
+		read_rails(ep, due);
+}
+
+/* What progress does less often than every call: see mrl_ep_progress. */
+static void __attribute__((noinline)) progress_rest(struct mrl_ep *ep)
+{
+	if (ep->health_ticks >= MRL_HEALTH_TICK)
 		mrl_health_tick(ep);
 	if (ep->av && ep->av->hello_due)
 		mrl_ctrl_hello_partial(ep);
@@ -317,6 +341,37 @@ void mrl_ep_progress(struct mrl_ep *ep)
 	mrl_engine_progress(&ep->engine);
 	if (ep->unreachable_due)
 		mrl_health_fail_unreachable(ep);
+}
+
+/*
+ * Domain locked.  Every poll of an empty CQ comes here: the common case
+ * reads one rail, finds nothing and returns, at little more than the
+ * core's poll (issue 18: + 10%).
+ */
+void mrl_ep_progress(struct mrl_ep *ep)
+{
+	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
+	fi_addr_t src[MRL_CQ_BATCH];
+	uint32_t due;
+	ssize_t n;
+	int rail;
+
+	if (!ep->enabled || ep->in_progress)
+		return;
+	ep->in_progress = true;
+	due = rails_due(ep);
+	if (due & (due - 1)) {
+		progress_rails(ep, due);
+	} else {
+		rail = __builtin_ctz(due);
+		n = read_rail(ep, rail, e, src);
+		if (n)
+			rail_batches(ep, rail, e, src, n);
+	}
+	if (++ep->health_ticks >= MRL_HEALTH_TICK || ep->ctrl_backlog ||
+	    !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due ||
+	    ep->av->hello_due)
+		progress_rest(ep);
 	ep->in_progress = false;
 }
 
