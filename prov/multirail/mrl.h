@@ -367,8 +367,30 @@ struct mrl_cq {
 
 int mrl_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		struct fid_cq **cq, void *context);
-int mrl_cq_write(struct mrl_cq *cq, void *context, uint64_t flags, size_t len,
-		 void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
+int mrl_cq_write_grow(struct mrl_cq *cq, void *context, uint64_t flags,
+		      size_t len, void *buf, uint64_t data, uint64_t tag,
+		      fi_addr_t src);
+
+/* Domain locked.  Every completion comes here: the ring grows elsewhere. */
+static inline int mrl_cq_write(struct mrl_cq *cq, void *context,
+			       uint64_t flags, size_t len, void *buf,
+			       uint64_t data, uint64_t tag, fi_addr_t src)
+{
+	struct mrl_cq_entry *ce;
+
+	if (cq->tail - cq->head == cq->size)
+		return mrl_cq_write_grow(cq, context, flags, len, buf, data,
+					 tag, src);
+	ce = &cq->ring[cq->tail++ & (cq->size - 1)];
+	ce->e.op_context = context;
+	ce->e.flags = flags;
+	ce->e.len = len;
+	ce->e.buf = buf;
+	ce->e.data = data;
+	ce->e.tag = tag;
+	ce->src = src;
+	return 0;
+}
 int mrl_cq_write_err(struct mrl_cq *cq, void *context, uint64_t flags,
 		     int err, int prov_errno, uint64_t data, uint64_t tag);
 int mrl_cq_attach(struct mrl_cq *cq, struct mrl_ep *ep);
@@ -392,7 +414,11 @@ struct mrl_cntr {
 
 int mrl_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		  struct fid_cntr **cntr, void *context);
-void mrl_cntr_inc(struct mrl_cntr *cntr);
+static inline void mrl_cntr_inc(struct mrl_cntr *cntr)
+{
+	if (cntr)
+		cntr->value++;
+}
 void mrl_cntr_inc_err(struct mrl_cntr *cntr);
 int mrl_cntr_attach(struct mrl_cntr *cntr, struct mrl_ep *ep);
 void mrl_cntr_detach(struct mrl_cntr *cntr, struct mrl_ep *ep);

@@ -15,12 +15,6 @@ static struct mrl_cntr *to_cntr(struct fid_cntr *c)
 	return mrl_container_of(c, struct mrl_cntr, cntr_fid);
 }
 
-void mrl_cntr_inc(struct mrl_cntr *cntr)
-{
-	if (cntr)
-		cntr->value++;
-}
-
 void mrl_cntr_inc_err(struct mrl_cntr *cntr)
 {
 	if (cntr)

@@ -57,26 +57,17 @@ static int cq_grow(struct mrl_cq *cq)
 	return 0;
 }
 
-/* Domain locked. */
-int mrl_cq_write(struct mrl_cq *cq, void *context, uint64_t flags, size_t len,
-		 void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+/* Domain locked.  The ring is full: twice as large, then the entry. */
+int mrl_cq_write_grow(struct mrl_cq *cq, void *context, uint64_t flags,
+		      size_t len, void *buf, uint64_t data, uint64_t tag,
+		      fi_addr_t src)
 {
-	struct mrl_cq_entry *ce;
-
-	if (cq_count(cq) == cq->size && cq_grow(cq)) {
+	if (cq_grow(cq)) {
 		cq->overflow++;
 		MRL_WARN(FI_LOG_CQ, "completion lost: out of memory\n");
 		return -FI_ENOMEM;
 	}
-	ce = &cq->ring[cq->tail++ & (cq->size - 1)];
-	ce->e.op_context = context;
-	ce->e.flags = flags;
-	ce->e.len = len;
-	ce->e.buf = buf;
-	ce->e.data = data;
-	ce->e.tag = tag;
-	ce->src = src;
-	return 0;
+	return mrl_cq_write(cq, context, flags, len, buf, data, tag, src);
 }
 
 /* Domain locked. */

@@ -85,6 +85,12 @@ static void dispatch(struct mrl_ep *ep, int rail,
 	struct mrl_req_hdr *hdr = e->op_context;
 	fi_addr_t src = FI_ADDR_NOTAVAIL;
 
+	/* the common case first: a chunk of ours came back fine */
+	if (hdr && !err && !(e->flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)) &&
+	    hdr->kind == MRL_REQ_CHUNK) {
+		mrl_engine_chunk_done(&ep->engine, (struct mrl_chunk *) hdr, 0);
+		return;
+	}
 	if (!rail && ep->av && core_src != FI_ADDR_NOTAVAIL)
 		src = mrl_av_src_addr(ep->av, core_src);
 	/*
@@ -161,7 +167,7 @@ static void read_err(struct mrl_ep *ep, int rail)
  * Core completions read per call, and calls per rail per progress: a rail
  * that keeps completing cannot hold the others (and our caller) forever.
  */
-#define MRL_CQ_BATCH		16
+#define MRL_CQ_BATCH		32
 #define MRL_CQ_ROUNDS		8
 
 /*

@@ -47,7 +47,10 @@ static const struct mrl_engine_ops engine_ops = {
 struct rma_slot {
 	struct mrl_rma_req req;
 	uint64_t key;			/* the user's key */
-	int key_rails;			/* rails keys[] covers */
+	int key_rails;			/* rails keyv[] covers */
+	const uint64_t *keyv;		/* keys[], or the target's entry's
+					 * (which lives as long as the peer):
+					 * not copied per op */
 	uint64_t keys[MRL_MAX_RAILS];
 	uint32_t local_near;		/* rails nearest our buffer; 0: any */
 };
@@ -212,7 +215,7 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 	struct mrl_ep *ep = owner;
 	struct mrl_op *op = chunk->op;
 	struct mrl_peer *peer = op->peer;
-	uint64_t key = slot_of(op)->keys[chunk->rail];
+	uint64_t key = slot_of(op)->keyv[chunk->rail];
 	unsigned int needs = chunk_needs(ep, chunk);
 	ssize_t ret;
 
@@ -247,22 +250,37 @@ void mrl_rma_op_done(void *owner, struct mrl_op *op, int err)
 	struct mrl_ep *ep = owner;
 	struct mrl_rma_req *req = &slot_of(op)->req;
 
-	mrl_ep_report(ep, true, op->context,
-		      req->cq_flags | (op->flags & FI_COMPLETION), op->len,
-		      err, 0);
+	if (err) {
+		mrl_ep_report(ep, true, op->context,
+			      req->cq_flags | (op->flags & FI_COMPLETION),
+			      op->len, err, 0);
+	} else {
+		/* mrl_ep_report's success, for every op: spelled out */
+		mrl_cntr_inc(op->kind == MRL_OP_WRITE ? ep->cntr_write :
+							ep->cntr_read);
+		if (ep->tx_cq && ((op->flags & FI_COMPLETION) ||
+				  !(ep->tx_cq_flags & FI_SELECTIVE_COMPLETION)))
+			mrl_cq_write(ep->tx_cq, op->context, req->cq_flags,
+				     op->len, NULL, 0, 0, FI_ADDR_NOTAVAIL);
+	}
 	req->next_free = ep->rma_free;
 	ep->rma_free = req;
 }
 
-/* The rails' keys for (peer, key), and how many rails can use them. */
+/*
+ * The rails' keys for (peer, key) in *keyv (keys, or the entry's own) and
+ * how many rails can use them.
+ */
 static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
-			uint64_t key, uint64_t *keys, uint32_t *remote_near)
+			uint64_t key, uint64_t *keys, const uint64_t **keyv,
+			uint32_t *remote_near)
 {
 	struct mrl_domain *dom = ep->domain;
 	const struct mrl_key_entry *entry;
 	const struct mrl_raw_map *map;
 	int r, n;
 
+	*keyv = keys;
 	if (dom->mr_mode & FI_MR_RAW) {
 		map = mrl_raw_lookup(dom, key);
 		if (!map) {
@@ -289,12 +307,11 @@ static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 		return -FI_EINVAL;
 	}
 	if (entry && entry->state == MRL_KEY_VALID && !peer->partial) {
-		n = entry->nrails < peer->nrails ? entry->nrails : peer->nrails;
-		for (r = 0; r < n; r++)
-			keys[r] = entry->keys[r];
+		*keyv = entry->keys;
 		if (remote_near)
 			*remote_near = entry->near_mask;
-		return n;
+		return entry->nrails < peer->nrails ? entry->nrails :
+						      peer->nrails;
 	}
 	/* Until the target told us its other keys: rail 0 alone. */
 rail0:
@@ -313,6 +330,7 @@ int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 		     fi_addr_t *addr, uint64_t *key0)
 {
 	uint64_t keys[MRL_MAX_RAILS];
+	const uint64_t *keyv;
 	struct mrl_peer *peer;
 	int ret;
 
@@ -326,14 +344,14 @@ int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 			 (unsigned long) dest);
 		return -FI_EINVAL;
 	}
-	ret = resolve_keys(ep, peer, key, keys, NULL);
+	ret = resolve_keys(ep, peer, key, keys, &keyv, NULL);
 	if (ret < 0)
 		return ret;
 	ret = mrl_fence_progress(ep, peer);
 	if (ret)
 		return ret;
 	*addr = peer->core_addr[0];
-	*key0 = keys[0];
+	*key0 = keyv[0];
 	return 0;
 }
 
@@ -419,7 +437,7 @@ static uint32_t usable_rails(struct mrl_peer *peer, uint32_t rails,
 {
 	uint32_t keyed = mask_of(slot->key_rails) & ~peer->rails_down;
 
-	mrl_health_note_target(peer, slot->key_rails, slot->keys,
+	mrl_health_note_target(peer, slot->key_rails, slot->keyv,
 			       a->rma_iov->addr, a->kind == MRL_OP_READ);
 	rails &= ~peer->rails_down;
 	return rails ? rails : keyed;
@@ -500,7 +518,7 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	}
 	slot = mrl_container_of(req, struct rma_slot, req);
 	nrails = resolve_keys(ep, peer, a->rma_iov->key, slot->keys,
-			      &remote_near);
+			      &slot->keyv, &remote_near);
 	if (nrails < 0)
 		return nrails;
 	slot->local_near = local_near(a);
@@ -722,7 +740,7 @@ static void widen_op(struct mrl_op *op, void *arg)
 {
 	const struct keys_learned *kl = arg;
 	struct rma_slot *slot = slot_of(op);
-	int r, n;
+	int n;
 
 	if (op->peer != kl->peer || slot->key != kl->entry->key)
 		return;
@@ -730,8 +748,7 @@ static void widen_op(struct mrl_op *op, void *arg)
 						   kl->peer->nrails;
 	if (n <= slot->key_rails)
 		return;
-	for (r = 0; r < n; r++)
-		slot->keys[r] = kl->entry->keys[r];
+	slot->keyv = kl->entry->keys;
 	slot->key_rails = n;
 	/* a striped op was cut for all rails; a single-rail op keeps its rail */
 	if (op->chunk_size < op->len)

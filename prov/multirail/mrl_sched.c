@@ -1,16 +1,5 @@
 #include "mrl_sched.h"
 
-uint32_t mrl_sched_near(uint32_t local, uint32_t remote, uint32_t reach)
-{
-	uint32_t use = local & remote & reach;
-
-	if (!use)
-		use = local & reach;
-	if (!use)
-		use = remote & reach;
-	return use ? use : reach;
-}
-
 /* The k-th rail (counting from 0) of mask. */
 static int nth_rail(uint32_t mask, unsigned int k)
 {
@@ -31,9 +20,9 @@ static size_t whole(const struct mrl_sched_params *p, size_t len)
 	return len ? len : 1;
 }
 
-uint32_t mrl_sched_rails(const struct mrl_sched_params *p, uint32_t use,
-			 size_t len, uint32_t busy, uint32_t *rr_next,
-			 size_t *chunk)
+uint32_t mrl_sched_rails_any(const struct mrl_sched_params *p, uint32_t use,
+			     size_t len, uint32_t busy, uint32_t *rr_next,
+			     size_t *chunk)
 {
 	size_t per_rail;
 	int nrails;
@@ -87,15 +76,4 @@ void mrl_sched_device(const struct mrl_sched_params *host, bool copy_engine,
 		device->stripe_min = stripe_min;
 	if (chunk_size >= MRL_CHUNK_ALIGN)
 		device->chunk_size = chunk_size;
-}
-
-unsigned int mrl_sched_chunk(const struct mrl_sched_chunk *c)
-{
-	if (!c->write)
-		return 0;
-	if (c->delivery_asked || (c->data_held_back && !c->final))
-		return MRL_SCHED_DELIVERY;
-	if (!c->rail)
-		return 0;
-	return c->fence_elsewhere ? MRL_SCHED_DELIVERY : MRL_SCHED_FENCE;
 }

@@ -39,7 +39,17 @@ struct mrl_sched_params {
  * within reach (the rails that reach the peer), and all of those when
  * locality says nothing.  A mask of 0 means "no preference".
  */
-uint32_t mrl_sched_near(uint32_t local, uint32_t remote, uint32_t reach);
+static inline uint32_t mrl_sched_near(uint32_t local, uint32_t remote,
+				      uint32_t reach)
+{
+	uint32_t use = local & remote & reach;
+
+	if (!use)
+		use = local & reach;
+	if (!use)
+		use = remote & reach;
+	return use ? use : reach;
+}
 
 /*
  * For an op of len bytes that may use the rails in use (not 0), with busy
@@ -47,9 +57,22 @@ uint32_t mrl_sched_near(uint32_t local, uint32_t remote, uint32_t reach);
  * *chunk, the size to cut it at (len itself when it goes whole, capped by
  * max_chunk).  *rr_next is ROUNDROBIN's turn, advanced when used.
  */
-uint32_t mrl_sched_rails(const struct mrl_sched_params *p, uint32_t use,
-			 size_t len, uint32_t busy, uint32_t *rr_next,
-			 size_t *chunk);
+uint32_t mrl_sched_rails_any(const struct mrl_sched_params *p, uint32_t use,
+			     size_t len, uint32_t busy, uint32_t *rr_next,
+			     size_t *chunk);
+
+static inline uint32_t mrl_sched_rails(const struct mrl_sched_params *p,
+				       uint32_t use, size_t len, uint32_t busy,
+				       uint32_t *rr_next, size_t *chunk)
+{
+	/* the small op of AUTO, every op's first question: inline */
+	if (p->policy == MRL_POLICY_AUTO && len < p->stripe_min && len &&
+	    len <= p->max_chunk) {
+		*chunk = len;
+		return use;
+	}
+	return mrl_sched_rails_any(p, use, len, busy, rr_next, chunk);
+}
 
 /*
  * The rule for device memory, from the host's.  Where the core moves it
@@ -87,6 +110,15 @@ struct mrl_sched_chunk {
  * by a later send.  writedata's body must be at the target before the
  * final chunk raises the CQ entry there, so it completes on delivery.
  */
-unsigned int mrl_sched_chunk(const struct mrl_sched_chunk *c);
+static inline unsigned int mrl_sched_chunk(const struct mrl_sched_chunk *c)
+{
+	if (!c->write)
+		return 0;
+	if (c->delivery_asked || (c->data_held_back && !c->final))
+		return MRL_SCHED_DELIVERY;
+	if (!c->rail)
+		return 0;
+	return c->fence_elsewhere ? MRL_SCHED_DELIVERY : MRL_SCHED_FENCE;
+}
 
 #endif /* MRL_SCHED_H */

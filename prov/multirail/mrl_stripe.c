@@ -142,7 +142,7 @@ static int pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
 }
 
 /* The rail's credit moved: is it at its fill level now? */
-static void rail_level(struct mrl_engine *eng, int rail)
+static inline void rail_level(struct mrl_engine *eng, int rail)
 {
 	const struct mrl_rail_credit *rc = &eng->rail[rail];
 
@@ -154,7 +154,7 @@ static void rail_level(struct mrl_engine *eng, int rail)
 }
 
 /* A chunk the core took: the rail's credit goes to it. */
-static void rail_take(struct mrl_engine *eng, struct mrl_chunk *chunk)
+static inline void rail_take(struct mrl_engine *eng, struct mrl_chunk *chunk)
 {
 	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
 
@@ -316,7 +316,12 @@ int mrl_engine_post_whole(struct mrl_engine *eng, struct mrl_op *op,
 		return -FI_EAGAIN;
 	op->rail_mask = rails;
 	/* every rail full: the least loaded (a loop, but only then) */
-	rail = open ? __builtin_ctz(open) : pick_rail(eng, op, op->len);
+	if (open)
+		rail = __builtin_ctz(open);
+	else if (!(rails & (rails - 1)))
+		rail = __builtin_ctz(rails);
+	else
+		rail = pick_rail(eng, op, op->len);
 	if (rail < 0 || !rail_has_credit(eng, rail, op, op->len))
 		return -FI_EAGAIN;
 
@@ -350,7 +355,8 @@ void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op)
 }
 
 /* A chunk leaves its rail: the rail's credit comes back. */
-static void rail_release(struct mrl_engine *eng, struct mrl_chunk *chunk)
+static inline void rail_release(struct mrl_engine *eng,
+				struct mrl_chunk *chunk)
 {
 	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
 
@@ -373,8 +379,20 @@ void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
 		mrl_list_add_tail(&eng->free_chunks, &chunk->link);
 		return;
 	}
-	rail_left = !(op->rail_mask & (1u << chunk->rail));
 	rail_release(eng, chunk);
+	if (!err && !chunk->orphan && op->inflight == 1 && !op->orphans &&
+	    op->final_posted && op->next_off >= op->body_len &&
+	    mrl_list_empty(&op->redo)) {
+		/* the common end: the op's last chunk, fine */
+		rc->completions++;
+		rc->bytes_completed += chunk->len;
+		op->inflight = 0;
+		mrl_list_add_tail(&eng->free_chunks, &chunk->link);
+		mrl_list_del(&op->link);
+		eng->ops->op_done(eng->owner, op, op->err);
+		return;
+	}
+	rail_left = !(op->rail_mask & (1u << chunk->rail));
 	rc->completions++;
 	op->inflight--;
 	if (err)
