@@ -105,7 +105,8 @@ static struct {
 	int cuda_dev;		/* -i */
 	bool sync_target;	/* the client waits for OOB_SYNCED */
 	enum fi_threading threading;	/* -t; 0: the provider's choice */
-	size_t empty_polls;	/* -E: the client's CQ polls before the run */
+	size_t empty_polls;	/* -E: the client's CQ polls after the run */
+	bool memory;		/* -M: resident memory at each stage */
 } opt = {
 	.port = DEFAULT_PORT,
 	.op = OP_WRITE,
@@ -1466,6 +1467,23 @@ static int parse_threading(const char *s)
 	return -1;
 }
 
+/* -M: this process's resident memory now (VmRSS, KiB), with a label. */
+static void print_memory(const char *stage)
+{
+	char line[256];
+	FILE *f;
+
+	if (!opt.memory)
+		return;
+	f = fopen("/proc/self/status", "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6))
+			printf("# memory %-14s %s", stage, line + 6);
+	fclose(f);
+}
+
 /*
  * -E: polls of the initiator's CQ after the run, nothing in flight; all
  * must be empty.
@@ -1519,6 +1537,8 @@ static void usage(const char *prog)
 		"  -i N          the CUDA device (default 0)\n"
 		"  -t LEVEL      threading hint: domain, completion, endpoint or safe\n"
 		"                (default: the provider's choice)\n"
+		"  -M            print resident memory (VmRSS) after each stage: start,\n"
+		"                endpoint enabled, peer inserted, the run\n"
 		"  -E N          the initiator then polls its empty CQ N times (all rails\n"
 		"                connected: the cost of a poll that finds nothing)\n"
 		"                (the cost of a poll that finds nothing, for callgrind)\n"
@@ -1535,7 +1555,7 @@ int main(int argc, char **argv)
 	opt.sizes[0] = 4UL << 20;
 	opt.nsizes = 1;
 
-	while ((c = getopt(argc, argv, "p:d:s:BP:o:S:W:I:w:U:vc:L:T:qD:i:t:E:h")) != -1) {
+	while ((c = getopt(argc, argv, "p:d:s:BP:o:S:W:I:w:U:vc:L:T:qD:i:t:E:Mh")) != -1) {
 		switch (c) {
 		case 'p': opt.prov = optarg; break;
 		case 'd': opt.domain = optarg; break;
@@ -1580,6 +1600,7 @@ int main(int argc, char **argv)
 				return 1;
 			break;
 		case 'E': opt.empty_polls = strtoul(optarg, NULL, 0); break;
+		case 'M': opt.memory = true; break;
 		default:
 			usage(argv[0]);
 			return c == 'h' ? 0 : 1;
@@ -1609,11 +1630,14 @@ int main(int argc, char **argv)
 		return 1;
 	/* oob first: a server without a client fails fast, and fi_getinfo errors
 	 * are reported on both sides (the peer sees the connection close). */
+	print_memory("start");
 	ret = oob_connect();
 	if (!ret)
 		ret = hello();
 	if (!ret)
 		ret = init_fabric();
+	if (!ret)
+		print_memory("enabled");
 	if (!ret) {
 		for (i = 0; i < (size_t)opt.nsizes; i++) {
 			if (opt.sizes[i] > fi->ep_attr->max_msg_size) {
@@ -1629,6 +1653,8 @@ int main(int argc, char **argv)
 	}
 	if (!ret)
 		ret = exchange();
+	if (!ret)
+		print_memory("peer inserted");
 	if (!ret) {
 		if (!opt.quiet && is_client())
 			printf("# initiator: op %s, window %zu, warmup %zu ops and %.1f s, "
@@ -1640,6 +1666,7 @@ int main(int argc, char **argv)
 			       opt.verify ? ", verify" : "");
 		fflush(stdout);
 		ret = is_client() ? run_client() : run_server();
+		print_memory("after the run");
 		if (!ret && is_client() && opt.empty_polls)
 			ret = empty_polls();
 	}

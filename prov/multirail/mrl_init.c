@@ -890,7 +890,7 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	  "up to this many in flight before the next rail takes any (fewer "
 	  "rails to poll, less CPU per op); 1 spreads them" },
 	{ "fill_bytes", FI_PARAM_SIZE_T, &mrl_params.fill_bytes,
-	  64 * 1024, 1, "And up to this many bytes in flight" },
+	  32 * 1024, 1, "And up to this many bytes in flight" },
 	{ "policy", FI_PARAM_STRING, &mrl_params.policy, 0, 0,
 	  "auto (small ops fill a rail, then the next; large ops split), "
 	  "split (every op over all rails) or roundrobin (whole ops "
