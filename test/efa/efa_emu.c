@@ -75,7 +75,8 @@ static void read_knobs(void)
 	fi_param_define(&emu_prov, "emu_fail_nic", FI_PARAM_STRING,
 			"Fault: the NIC (decimal PCI bus) whose transmits fail");
 	fi_param_define(&emu_prov, "emu_fail_after", FI_PARAM_INT,
-			"Fault: transmits that succeed on that NIC before every "
+			"Fault: transmits that succeed on that NIC (0-byte RMA not "
+			"counted) before every "
 			"later one completes with FI_EIO (default 0)");
 	fi_param_define(&emu_prov, "emu_fail_ms", FI_PARAM_INT,
 			"Fault: the NIC works again this long after its first "

@@ -61,13 +61,19 @@ static struct emu_req *req_new(struct emu_ep *ep, bool tx, void *context,
 	return req;
 }
 
-/* Is this transmit on a NIC the fault knobs name, while its fault lasts? */
-static bool tx_faulty(struct emu_ep *ep)
+/*
+ * Is this transmit on a NIC the fault knobs name, while its fault lasts?
+ * The fault begins with a transmit that carries bytes: the zero-byte
+ * writes multirail flushes a rail with before a send are neither counted
+ * nor the first to fail, so the tests' fault starts under their data.
+ */
+static bool tx_faulty_len(struct emu_ep *ep, size_t len)
 {
 	struct emu_domain *dom = ep->domain;
 	uint64_t now;
 
-	if (!dom->failing || ++dom->tx_ops <= (uint64_t) emu_knobs.fail_after)
+	if (!dom->failing || (!len && !dom->fail_start_ns) ||
+	    ++dom->tx_ops <= (uint64_t) emu_knobs.fail_after)
 		return false;
 	if (!emu_knobs.fail_ms)
 		return true;
@@ -77,18 +83,28 @@ static bool tx_faulty(struct emu_ep *ep)
 	return now < dom->fail_start_ns + (uint64_t) emu_knobs.fail_ms * 1000000;
 }
 
+static bool tx_faulty(struct emu_ep *ep)
+{
+	return tx_faulty_len(ep, 1);
+}
+
 /* A transmit that fails: an error completion, like a dead link. */
 static bool tx_fails(struct emu_ep *ep)
 {
 	return !emu_knobs.fail_stall && tx_faulty(ep);
 }
 
+static bool rma_fails(struct emu_ep *ep, size_t len)
+{
+	return !emu_knobs.fail_stall && tx_faulty_len(ep, len);
+}
+
 /* A stalled NIC carries an RMA out but completes it when the fault ends. */
-static void tx_stall(struct emu_ep *ep, struct emu_req *req)
+static void tx_stall(struct emu_ep *ep, struct emu_req *req, size_t len)
 {
 	struct emu_domain *dom = ep->domain;
 
-	if (!emu_knobs.fail_stall || !tx_faulty(ep))
+	if (!emu_knobs.fail_stall || !tx_faulty_len(ep, len))
 		return;
 	req->hold_until_ns = emu_knobs.fail_ms ?
 		dom->fail_start_ns + (uint64_t) emu_knobs.fail_ms * 1000000 :
@@ -702,9 +718,9 @@ static ssize_t post_rma_msg(struct emu_ep *ep, bool write,
 			FI_RMA | (write ? FI_WRITE : FI_READ), len, msg->addr);
 	if (!r.req)
 		return -FI_ENOMEM;
-	if (tx_fails(ep))
+	if (rma_fails(ep, len))
 		return fail_req(r.req);
-	tx_stall(ep, r.req);
+	tx_stall(ep, r.req, len);
 	if (r.rma.key > 0xffffffffu) {
 		/* efa would use the low 32 bits: say it instead */
 		EMU_WARN(FI_LOG_EP_DATA, "key 0x%llx is wider than efa's 32 "
