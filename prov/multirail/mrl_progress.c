@@ -11,8 +11,8 @@
  * Only rails with requests of ours in flight are read on every call, and
  * one other by rotation (see rails_due), so a call costs the same with 1
  * or 32 rails.  Then the control backlog and the engine get their turn:
- * chunks waiting
- * for credit go out as the completions above return it.  User operations
+ * chunks waiting for credit go out as the completions above return it.
+ * User operations
  * are reported to our CQs and counters from here (mrl_ep_report).
  * Called with the domain locked, from CQ and counter reads and from posts
  * the core refused.
@@ -105,14 +105,10 @@ static void dispatch(struct mrl_ep *ep, int rail,
 				      "error %d\n", rail, err);
 		return;
 	}
-	switch (hdr->kind) {
-	case MRL_REQ_CTRL_TX:
-	case MRL_REQ_BOUNCE:
-	case MRL_REQ_FENCE:
-	case MRL_REQ_PROBE:
+	/* a side request back: its rail is read while others are out */
+	if (hdr->kind == MRL_REQ_CTRL_TX || hdr->kind == MRL_REQ_BOUNCE ||
+	    hdr->kind == MRL_REQ_FENCE || hdr->kind == MRL_REQ_PROBE)
 		mrl_side_done(ep, rail);
-		break;
-	}
 	switch (hdr->kind) {
 	case MRL_REQ_CHUNK:
 		if (err)
@@ -258,7 +254,7 @@ static uint32_t rails_due(struct mrl_ep *ep)
 	return due;
 }
 
-/* A message in rail 0's batch: see progress_rails. */
+/* A message in rail 0's batch: see rail0_batches. */
 static bool has_message(const struct fi_cq_tagged_entry *e, ssize_t n)
 {
 	ssize_t i;
@@ -280,6 +276,7 @@ static void read_rails(struct mrl_ep *ep, uint32_t rails)
 }
 
 /*
+ * Rail 0's batch e (n), then its next ones, with the other rails due.
  * Rail 0 carries the messages, and a message sent after writes on other
  * rails waits for them to land (mrl_fence.c): their remote CQ data was in
  * those rails' core CQs before the message was in rail 0's.  So when rail
@@ -287,7 +284,6 @@ static void read_rails(struct mrl_ep *ep, uint32_t rails)
  * and only then rail 0's batch: the user sees the data before the message,
  * also where the core progresses on its own between our reads.
  */
-/* Rail 0's batch e (n), then its next ones: see progress_rails. */
 static void rail0_batches(struct mrl_ep *ep, uint32_t due,
 			  struct fi_cq_tagged_entry *e, fi_addr_t *src,
 			  ssize_t n)

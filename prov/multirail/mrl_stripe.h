@@ -201,10 +201,11 @@ void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op);
  * fill level (fill_chunks in flight, or fill_bytes) takes it, so a few
  * ops in flight keep to a few rails, and the polls that reap them, and so
  * the cost per op, do not grow with the rails there are; more ops in
- * flight open more rails.  0 when posted; -FI_EAGAIN when every such rail
- * is full or out of credit, ops are queued, or the post failed: the
- * caller then submits the op (mrl_op_prepare, mrl_engine_submit), which
- * places it on the least loaded rail.  The op's own fields must be set.
+ * flight open more rails; with every one of them full, the least loaded
+ * takes it.  0 when posted; -FI_EAGAIN when that rail has no credit, ops
+ * are queued, or the post failed: the caller then submits the op
+ * (mrl_op_prepare, mrl_engine_submit), which queues it and tries every
+ * rail.  The op's own fields must be set.
  */
 int mrl_engine_post_whole(struct mrl_engine *eng, struct mrl_op *op,
 			  uint32_t rails);

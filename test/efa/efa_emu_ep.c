@@ -70,17 +70,16 @@ static struct emu_req *req_new(struct emu_ep *ep, bool tx, void *context,
 static bool tx_faulty_len(struct emu_ep *ep, size_t len)
 {
 	struct emu_domain *dom = ep->domain;
-	uint64_t now;
 
-	if (!dom->failing || (!len && !dom->fail_start_ns) ||
-	    ++dom->tx_ops <= (uint64_t) emu_knobs.fail_after)
+	if (!dom->failing)
 		return false;
-	if (!emu_knobs.fail_ms)
-		return true;
-	now = emu_now_ns();
-	if (!dom->fail_start_ns)
-		dom->fail_start_ns = now;
-	return now < dom->fail_start_ns + (uint64_t) emu_knobs.fail_ms * 1000000;
+	if (!dom->fail_start_ns) {
+		if (!len || ++dom->tx_ops <= (uint64_t) emu_knobs.fail_after)
+			return false;
+		dom->fail_start_ns = emu_now_ns();
+	}
+	return !emu_knobs.fail_ms || emu_now_ns() < dom->fail_start_ns +
+					(uint64_t) emu_knobs.fail_ms * 1000000;
 }
 
 static bool tx_faulty(struct emu_ep *ep)
