@@ -543,9 +543,8 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **ep, void *context);
 void mrl_ep_progress(struct mrl_ep *ep);
 void mrl_ep_kick0(struct mrl_ep *ep);
-struct mrl_cntr *mrl_ep_local_cntr(struct mrl_ep *ep, uint64_t flags);
-void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context, uint64_t flags,
-		   size_t len, int err, uint64_t data);
+void mrl_ep_report_err(struct mrl_ep *ep, struct mrl_cq *cq, void *context,
+		       uint64_t flags, int err, uint64_t data);
 int mrl_msg_init(struct mrl_ep *ep, size_t n);
 void mrl_msg_fini(struct mrl_ep *ep);
 struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep);
@@ -656,6 +655,42 @@ uint32_t mrl_locality_process_mask(const struct mrl_loc *locs, int n,
 
 /* ---- helpers ----------------------------------------------------------------- */
 
+static inline struct mrl_cntr *mrl_ep_local_cntr(struct mrl_ep *ep,
+						 uint64_t flags)
+{
+	if (flags & FI_RECV)
+		return ep->cntr_recv;
+	if (flags & FI_SEND)
+		return ep->cntr_send;
+	if (flags & FI_READ)
+		return ep->cntr_read;
+	if (flags & FI_WRITE)
+		return ep->cntr_write;
+	return NULL;
+}
+
+/*
+ * Report one user operation, honouring FI_SELECTIVE_COMPLETION.  Domain
+ * locked.  Every completed op comes here: inline, errors out of line.
+ */
+static inline void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context,
+				 uint64_t flags, size_t len, int err,
+				 uint64_t data)
+{
+	struct mrl_cq *cq = tx ? ep->tx_cq : ep->rx_cq;
+	uint64_t cq_flags = tx ? ep->tx_cq_flags : ep->rx_cq_flags;
+
+	if (err) {
+		mrl_ep_report_err(ep, cq, context, flags, err, data);
+		return;
+	}
+	mrl_cntr_inc(mrl_ep_local_cntr(ep, flags));
+	if (cq && (!(cq_flags & FI_SELECTIVE_COMPLETION) ||
+		   (flags & FI_COMPLETION)))
+		mrl_cq_write(cq, context, flags & ~FI_COMPLETION, len, NULL,
+			     data, 0, FI_ADDR_NOTAVAIL);
+}
+
 static inline uint32_t mrl_rail_mask(int nrails)
 {
 	return nrails >= 32 ? ~0u : (1u << nrails) - 1;
@@ -670,7 +705,7 @@ static inline void mrl_side_posted(struct mrl_ep *ep, int rail)
 
 static inline void mrl_side_done(struct mrl_ep *ep, int rail)
 {
-	if (ep->rails[rail].side && !--ep->rails[rail].side)
+	if (!--ep->rails[rail].side)
 		ep->side_busy &= ~(1u << rail);
 }
 

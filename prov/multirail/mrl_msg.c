@@ -40,8 +40,10 @@ int mrl_msg_init(struct mrl_ep *ep, size_t n)
 	if (!ep->msg_reqs)
 		return -FI_ENOMEM;
 	ep->msg_pool_size = n;
-	for (i = n; i-- > 0;)
-		mrl_msg_req_put(ep, &ep->msg_reqs[i]);
+	for (i = n; i-- > 0;) {	/* free, not given back: none was out */
+		ep->msg_reqs[i].next_free = ep->msg_free;
+		ep->msg_free = &ep->msg_reqs[i];
+	}
 	return 0;
 }
 

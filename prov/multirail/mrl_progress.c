@@ -22,39 +22,14 @@
 
 #include "mrl.h"
 
-struct mrl_cntr *mrl_ep_local_cntr(struct mrl_ep *ep, uint64_t flags)
+/* Domain locked: mrl_ep_report's error case. */
+void mrl_ep_report_err(struct mrl_ep *ep, struct mrl_cq *cq, void *context,
+		       uint64_t flags, int err, uint64_t data)
 {
-	if (flags & FI_RECV)
-		return ep->cntr_recv;
-	if (flags & FI_SEND)
-		return ep->cntr_send;
-	if (flags & FI_READ)
-		return ep->cntr_read;
-	if (flags & FI_WRITE)
-		return ep->cntr_write;
-	return NULL;
-}
-
-/* Report one user operation, honouring FI_SELECTIVE_COMPLETION. */
-void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context, uint64_t flags,
-		   size_t len, int err, uint64_t data)
-{
-	struct mrl_cq *cq = tx ? ep->tx_cq : ep->rx_cq;
-	uint64_t cq_flags = tx ? ep->tx_cq_flags : ep->rx_cq_flags;
-	bool want = !(cq_flags & FI_SELECTIVE_COMPLETION) ||
-		    (flags & FI_COMPLETION);
-
-	if (err) {
-		mrl_cntr_inc_err(mrl_ep_local_cntr(ep, flags));
-		if (cq)
-			mrl_cq_write_err(cq, context, flags & ~FI_COMPLETION,
-					 err, err, data, 0);
-		return;
-	}
-	mrl_cntr_inc(mrl_ep_local_cntr(ep, flags));
-	if (cq && want)
-		mrl_cq_write(cq, context, flags & ~FI_COMPLETION, len, NULL,
-			     data, 0, FI_ADDR_NOTAVAIL);
+	mrl_cntr_inc_err(mrl_ep_local_cntr(ep, flags));
+	if (cq)
+		mrl_cq_write_err(cq, context, flags & ~FI_COMPLETION, err, err,
+				 data, 0);
 }
 
 /* A remote write with CQ data (or another event without our context). */
@@ -78,37 +53,33 @@ static void ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 		mrl_rma_keys_learned(ep, learned.peer, learned.keys);
 }
 
+/* The user's fi_addr of a rail-0 completion's source, if asked for. */
+static fi_addr_t user_src(struct mrl_ep *ep, int rail, fi_addr_t core_src)
+{
+	if (rail || !ep->av || core_src == FI_ADDR_NOTAVAIL)
+		return FI_ADDR_NOTAVAIL;
+	return mrl_av_src_addr(ep->av, core_src);
+}
+
 static void dispatch(struct mrl_ep *ep, int rail,
 		     const struct fi_cq_tagged_entry *e, fi_addr_t core_src,
 		     int err, const struct fi_cq_err_entry *err_entry)
 {
 	struct mrl_req_hdr *hdr = e->op_context;
-	fi_addr_t src = FI_ADDR_NOTAVAIL;
 
-	/* the common case first: a chunk of ours came back fine */
-	if (hdr && !err && !(e->flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)) &&
-	    hdr->kind == MRL_REQ_CHUNK) {
-		mrl_engine_chunk_done(&ep->engine, (struct mrl_chunk *) hdr, 0);
-		return;
-	}
-	if (!rail && ep->av && core_src != FI_ADDR_NOTAVAIL)
-		src = mrl_av_src_addr(ep->av, core_src);
 	/*
 	 * A remote write's event has no context of ours; libfabric 1.17's
 	 * shm leaves its own message id there, so the flags decide.
 	 */
 	if (!hdr || (e->flags & (FI_REMOTE_WRITE | FI_REMOTE_READ))) {
 		if (!err)
-			mrl_remote_event(ep, e, src);
+			mrl_remote_event(ep, e, user_src(ep, rail, core_src));
 		else
 			MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: remote event "
 				      "error %d\n", rail, err);
 		return;
 	}
-	/* a side request back: its rail is read while others are out */
-	if (hdr->kind == MRL_REQ_CTRL_TX || hdr->kind == MRL_REQ_BOUNCE ||
-	    hdr->kind == MRL_REQ_FENCE || hdr->kind == MRL_REQ_PROBE)
-		mrl_side_done(ep, rail);
+	/* side requests back: progress reads their rail while others are out */
 	switch (hdr->kind) {
 	case MRL_REQ_CHUNK:
 		if (err)
@@ -118,22 +89,26 @@ static void dispatch(struct mrl_ep *ep, int rail,
 				      err);
 		break;
 	case MRL_REQ_MSG:
-		mrl_msg_complete(ep, (struct mrl_msg_req *) hdr, e, src, err,
-				 err_entry);
+		mrl_msg_complete(ep, (struct mrl_msg_req *) hdr, e,
+				 user_src(ep, rail, core_src), err, err_entry);
 		break;
 	case MRL_REQ_CTRL_RX:
 		ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr, err ? 0 : e->len, err);
 		break;
 	case MRL_REQ_CTRL_TX:
+		mrl_side_done(ep, rail);
 		mrl_ctrl_tx_done(ep, (struct mrl_ctrl_buf *) hdr);
 		break;
 	case MRL_REQ_BOUNCE:
+		mrl_side_done(ep, rail);
 		mrl_ctrl_bounce_done(ep, (struct mrl_ctrl_buf *) hdr, err);
 		break;
 	case MRL_REQ_FENCE:
+		mrl_side_done(ep, rail);
 		mrl_fence_done(ep, (struct mrl_fence *) hdr, err);
 		break;
 	case MRL_REQ_PROBE:
+		mrl_side_done(ep, rail);
 		mrl_health_probe_done(ep, (struct mrl_fence *) hdr, err);
 		break;
 	default:
@@ -319,18 +294,6 @@ rail_batches(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 		progress_rail(ep, rail);
 }
 
-static void __attribute__((noinline)) progress_rails(struct mrl_ep *ep,
-						     uint32_t due)
-{
-	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
-	fi_addr_t src[MRL_CQ_BATCH];
-
-	if (due & 1u)
-		rail0_batches(ep, due, e, src, read_rail(ep, 0, e, src));
-	else
-		read_rails(ep, due);
-}
-
 /* What progress does less often than every call: see mrl_ep_progress. */
 static void __attribute__((noinline)) progress_rest(struct mrl_ep *ep)
 {
@@ -362,13 +325,15 @@ void mrl_ep_progress(struct mrl_ep *ep)
 		return;
 	ep->in_progress = true;
 	due = rails_due(ep);
-	if (due & (due - 1)) {
-		progress_rails(ep, due);
-	} else {
+	if (!(due & (due - 1))) {
 		rail = __builtin_ctz(due);
 		n = read_rail(ep, rail, e, src);
 		if (n)
 			rail_batches(ep, rail, e, src, n);
+	} else if (due & 1u) {
+		rail0_batches(ep, due, e, src, read_rail(ep, 0, e, src));
+	} else {
+		read_rails(ep, due);
 	}
 	if (++ep->health_ticks >= MRL_HEALTH_TICK || ep->ctrl_backlog ||
 	    !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due ||

@@ -250,19 +250,9 @@ void mrl_rma_op_done(void *owner, struct mrl_op *op, int err)
 	struct mrl_ep *ep = owner;
 	struct mrl_rma_req *req = &slot_of(op)->req;
 
-	if (err) {
-		mrl_ep_report(ep, true, op->context,
-			      req->cq_flags | (op->flags & FI_COMPLETION),
-			      op->len, err, 0);
-	} else {
-		/* mrl_ep_report's success, for every op: spelled out */
-		mrl_cntr_inc(op->kind == MRL_OP_WRITE ? ep->cntr_write :
-							ep->cntr_read);
-		if (ep->tx_cq && ((op->flags & FI_COMPLETION) ||
-				  !(ep->tx_cq_flags & FI_SELECTIVE_COMPLETION)))
-			mrl_cq_write(ep->tx_cq, op->context, req->cq_flags,
-				     op->len, NULL, 0, 0, FI_ADDR_NOTAVAIL);
-	}
+	mrl_ep_report(ep, true, op->context,
+		      req->cq_flags | (op->flags & FI_COMPLETION), op->len,
+		      err, 0);
 	req->next_free = ep->rma_free;
 	ep->rma_free = req;
 }

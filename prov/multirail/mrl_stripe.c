@@ -379,20 +379,8 @@ void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
 		mrl_list_add_tail(&eng->free_chunks, &chunk->link);
 		return;
 	}
-	rail_release(eng, chunk);
-	if (!err && !chunk->orphan && op->inflight == 1 && !op->orphans &&
-	    op->final_posted && op->next_off >= op->body_len &&
-	    mrl_list_empty(&op->redo)) {
-		/* the common end: the op's last chunk, fine */
-		rc->completions++;
-		rc->bytes_completed += chunk->len;
-		op->inflight = 0;
-		mrl_list_add_tail(&eng->free_chunks, &chunk->link);
-		mrl_list_del(&op->link);
-		eng->ops->op_done(eng->owner, op, op->err);
-		return;
-	}
 	rail_left = !(op->rail_mask & (1u << chunk->rail));
+	rail_release(eng, chunk);
 	rc->completions++;
 	op->inflight--;
 	if (err)
