@@ -669,6 +669,18 @@ static int posted_on(const struct fake *f, int rail)
 	return -1;
 }
 
+/* An op sent whole, submitted: posted at once when a rail takes it. */
+static int submit_whole(struct mrl_engine *eng, struct fake *f,
+			struct mrl_op *op, size_t len, uint32_t rails)
+{
+	int before = f->nposted;
+
+	init_op(op, len, 0);
+	mrl_op_prepare(eng, op, rails, len);
+	mrl_engine_submit(eng, op);
+	return f->nposted == before + 1 ? 0 : -FI_EAGAIN;
+}
+
 /*
  * Whole ops fill the lowest rail with room up to its fill level (chunks or
  * bytes), then the next; a slot freed low is filled first; with every rail
@@ -690,8 +702,7 @@ static void test_fill(void)
 	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
 		abort();
 	for (i = 0; i < 6; i++) {
-		init_op(&ops[i], 8, 0);
-		ret = mrl_engine_post_whole(&eng, &ops[i], 0xf);
+		ret = submit_whole(&eng, &f, &ops[i], 8, 0xf);
 		CHECK(!ret, "op %d: %d", i, ret);
 	}
 	CHECK(f.rail_chunks[0] == 2 && f.rail_chunks[1] == 2 &&
@@ -703,46 +714,37 @@ static void test_fill(void)
 	if (i < 0)
 		return;
 	complete_at(&eng, &f, i, 0);
-	init_op(&ops[6], 8, 0);
-	CHECK(!mrl_engine_post_whole(&eng, &ops[6], 0xf) && last_rail(&f) == 0,
+	CHECK(!submit_whole(&eng, &f, &ops[6], 8, 0xf) && last_rail(&f) == 0,
 	      "a slot freed on rail 0: the next op went to rail %d",
 	      last_rail(&f));
-	init_op(&ops[7], 8, 0);
-	CHECK(!mrl_engine_post_whole(&eng, &ops[7], 0xe) && last_rail(&f) == 3,
+	CHECK(!submit_whole(&eng, &f, &ops[7], 8, 0xe) && last_rail(&f) == 3,
 	      "rails 1-3, 1 and 2 full: rail %d", last_rail(&f));
-	init_op(&ops[8], 8, 0);
-	init_op(&ops[9], 8, 0);
-	CHECK(!mrl_engine_post_whole(&eng, &ops[8], 0xf) &&
-	      !mrl_engine_post_whole(&eng, &ops[9], 0xf) && f.nposted == 9,
+	CHECK(!submit_whole(&eng, &f, &ops[8], 8, 0xf) &&
+	      !submit_whole(&eng, &f, &ops[9], 8, 0xf) && f.nposted == 9,
 	      "every rail full: %d of 9 ops posted", f.nposted);
 	/* bytes: one op of 1200 fills a rail whose level is 1000 */
 	drain(&eng, &f, 3);
-	init_op(&ops[10], 600, 0);
-	init_op(&ops[11], 1200, 0);
-	init_op(&ops[12], 8, 0);
-	CHECK(!mrl_engine_post_whole(&eng, &ops[10], 0x6) &&
+	CHECK(!submit_whole(&eng, &f, &ops[10], 600, 0x6) &&
 	      last_rail(&f) == 1, "600 B: rail %d", last_rail(&f));
 	i = posted_on(&f, 1);
 	CHECK(i >= 0, "rail 1 holds nothing");
 	if (i < 0)
 		return;
 	complete_at(&eng, &f, i, 0);
-	CHECK(!mrl_engine_post_whole(&eng, &ops[11], 0x6) &&
+	CHECK(!submit_whole(&eng, &f, &ops[11], 1200, 0x6) &&
 	      last_rail(&f) == 1, "1200 B: rail %d", last_rail(&f));
-	CHECK(!mrl_engine_post_whole(&eng, &ops[12], 0x6) &&
+	CHECK(!submit_whole(&eng, &f, &ops[12], 8, 0x6) &&
 	      last_rail(&f) == 2, "rail 1 holds 1200 B in 1 op: rail %d",
 	      last_rail(&f));
 	/* an op queued (every rail refuses it now) goes first */
 	for (i = 0; i < 4; i++)
 		f.eagain[i] = 1;
-	init_op(&queued, 8, 0);
-	mrl_op_prepare(&eng, &queued, 0xf, 8);
-	mrl_engine_submit(&eng, &queued);
-	init_op(&ops[13], 8, 0);
-	CHECK(mrl_engine_post_whole(&eng, &ops[13], 0xf) == -FI_EAGAIN,
+	CHECK(submit_whole(&eng, &f, &queued, 8, 0xf) == -FI_EAGAIN,
+	      "refused by every rail, yet posted");
+	submit_whole(&eng, &f, &ops[13], 8, 0xf);
+	CHECK(f.nposted >= 2 && f.posted[f.nposted - 2]->op == &queued &&
+	      f.posted[f.nposted - 1]->op == &ops[13],
 	      "an op passed one queued before it");
-	mrl_op_prepare(&eng, &ops[13], 0xf, 8);
-	mrl_engine_submit(&eng, &ops[13]);
 	drain(&eng, &f, 4);
 	CHECK(f.done_calls == 15, "%d completions for 15 ops", f.done_calls);
 	CHECK(!eng.full && !eng.busy, "drained: full 0x%x busy 0x%x",

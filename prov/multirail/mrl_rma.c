@@ -531,9 +531,6 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 				&ep->rr_next, &chunk) & mask_of(nrails);
 	if (!rails && !peer->rails_down)
 		rails = 1u;	/* rail 0's key until the others are known */
-	if (chunk >= a->len && rails && a->count <= 1 &&
-	    !mrl_engine_post_whole(&ep->engine, &req->op, rails))
-		return 0;
 	/* with no rail left the engine fails the op: -FI_EHOSTUNREACH */
 	mrl_op_prepare(&ep->engine, &req->op, rails, chunk);
 	mrl_engine_submit(&ep->engine, &req->op);

@@ -18,8 +18,7 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	eng->max_chunks_per_rail = attr->max_chunks_per_rail;
 	eng->max_bytes_per_rail = attr->max_bytes_per_rail;
 	eng->final_size = attr->final_size ? attr->final_size : 1;
-	eng->fill_chunks = attr->fill_chunks &&
-			   attr->fill_chunks < attr->max_chunks_per_rail ?
+	eng->fill_chunks = attr->fill_chunks < attr->max_chunks_per_rail ?
 			   attr->fill_chunks : attr->max_chunks_per_rail;
 	eng->fill_bytes = attr->fill_bytes &&
 			  attr->fill_bytes < attr->max_bytes_per_rail ?
@@ -122,12 +121,26 @@ static bool rail_has_credit(const struct mrl_engine *eng, int rail,
 	       rc->inflight_bytes + len <= eng->max_bytes_per_rail;
 }
 
-/* The least loaded rail with credit; ties rotate so idle rails share. */
+/*
+ * The rail for a chunk of len bytes.  An op sent whole fills the lowest of
+ * its rails below the fill level first (a find-first-set, no loop), so a
+ * few small ops in flight keep to a few rails, and the polls that reap
+ * them do not grow with the rails there are.  Else, and with every such
+ * rail full, the least loaded rail with credit; ties rotate so idle rails
+ * share.
+ */
 static int pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
 		     size_t len)
 {
+	uint32_t open = op->rail_mask & ~eng->full & ~eng->blocked;
 	int best = -1, i, r = eng->next_rail;
 
+	if (eng->fill_chunks && op->chunk_size >= op->len && open) {
+		r = __builtin_ctz(open);
+		if (rail_has_credit(eng, r, op, len))
+			return r;
+		r = eng->next_rail;
+	}
 	for (i = 0; i < eng->nrails; i++, r = r + 1 < eng->nrails ? r + 1 : 0) {
 		if (!(op->rail_mask & (1u << r)) ||
 		    !rail_has_credit(eng, r, op, len))
@@ -284,6 +297,17 @@ static bool progress_op(struct mrl_engine *eng, struct mrl_op *op)
 	return true;
 }
 
+/* Every chunk of op was handed out: it waits for them, or ends now. */
+static void op_posted(struct mrl_engine *eng, struct mrl_op *op)
+{
+	if (op_finished(op)) {
+		finish_op(eng, op);
+		return;
+	}
+	mrl_list_del(&op->link);
+	mrl_list_add_tail(&eng->active, &op->link);
+}
+
 void mrl_engine_post_pending(struct mrl_engine *eng)
 {
 	struct mrl_list *cur, *next;
@@ -293,65 +317,24 @@ void mrl_engine_post_pending(struct mrl_engine *eng)
 	for (cur = eng->pending.next; cur != &eng->pending; cur = next) {
 		next = cur->next;
 		op = mrl_container_of(cur, struct mrl_op, link);
-		if (!progress_op(eng, op))
-			continue;
-		if (op_finished(op)) {
-			finish_op(eng, op);
-		} else {
-			mrl_list_del(&op->link);
-			mrl_list_add_tail(&eng->active, &op->link);
-		}
+		if (progress_op(eng, op))
+			op_posted(eng, op);
 	}
-}
-
-int mrl_engine_post_whole(struct mrl_engine *eng, struct mrl_op *op,
-			  uint32_t rails)
-{
-	uint32_t open = rails & ~eng->full;
-	struct mrl_chunk *chunk;
-	int rail;
-
-	if (!mrl_list_empty(&eng->pending) ||
-	    mrl_list_empty(&eng->free_chunks))
-		return -FI_EAGAIN;
-	op->rail_mask = rails;
-	/* every rail full: the least loaded (a loop, but only then) */
-	if (open)
-		rail = __builtin_ctz(open);
-	else if (!(rails & (rails - 1)))
-		rail = __builtin_ctz(rails);
-	else
-		rail = pick_rail(eng, op, op->len);
-	if (rail < 0 || !rail_has_credit(eng, rail, op, op->len))
-		return -FI_EAGAIN;
-
-	op->chunk_size = op->len;
-	op->body_len = 0;
-	op->next_off = 0;
-	op->inflight = 0;
-	op->orphans = 0;
-	op->err = 0;
-	mrl_list_init(&op->redo);
-
-	chunk = first_chunk(&eng->free_chunks);
-	chunk->op = op;
-	chunk->offset = 0;
-	chunk->len = op->len;
-	chunk->final = true;
-	chunk->orphan = false;
-	chunk->rail = rail;
-	if (eng->ops->post_chunk(eng->owner, chunk))
-		return -FI_EAGAIN;
-	op->final_posted = true;
-	rail_take(eng, chunk);
-	mrl_list_add_tail(&eng->active, &op->link);
-	return 0;
 }
 
 void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op)
 {
-	mrl_list_add_tail(&eng->pending, &op->link);
-	mrl_engine_progress(eng);
+	if (!mrl_list_empty(&eng->pending)) {	/* behind those queued first */
+		mrl_list_add_tail(&eng->pending, &op->link);
+		mrl_engine_post_pending(eng);
+		return;
+	}
+	/* the common case, a small op and nothing queued: no list walk */
+	eng->blocked = 0;
+	if (progress_op(eng, op))
+		op_posted(eng, op);
+	else
+		mrl_list_add_tail(&eng->pending, &op->link);
 }
 
 /* A chunk leaves its rail: the rail's credit comes back. */

@@ -155,9 +155,9 @@ struct mrl_engine {
 	int next_rail;			/* rotates ties among idle rails */
 	uint32_t blocked;		/* said -FI_EAGAIN this pass */
 	uint32_t busy;			/* rails with a chunk in flight */
-	uint32_t full;			/* rails at their fill level */
-	uint32_t fill_chunks;		/* see mrl_engine_post_whole */
-	size_t fill_bytes;
+	uint32_t full;			/* rails at their fill level: */
+	uint32_t fill_chunks;		/* ops sent whole fill one rail to */
+	size_t fill_bytes;		/* this level before the next */
 	struct mrl_list pending;	/* ops with chunks still to post */
 	struct mrl_list active;		/* ops fully posted, chunks in flight */
 	struct mrl_list free_chunks;
@@ -174,7 +174,8 @@ struct mrl_engine_attr {
 	uint32_t max_chunks_per_rail;
 	size_t max_bytes_per_rail;
 	size_t final_size;
-	uint32_t fill_chunks;		/* 0: a rail is full at its credit */
+	uint32_t fill_chunks;		/* 0: no fill level, whole ops go
+					 * to the least loaded rail */
 	size_t fill_bytes;		/* 0: no byte level */
 };
 
@@ -194,21 +195,6 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
  * rail_mask is 0 completes at once with -FI_EHOSTUNREACH.
  */
 void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op);
-/*
- * An op that goes whole (one chunk, len <= its chunk size) to one of rails,
- * posted at once: the common small op, spared the queue.  Small ops fill
- * one rail before the next is opened: the lowest rail of rails below its
- * fill level (fill_chunks in flight, or fill_bytes) takes it, so a few
- * ops in flight keep to a few rails, and the polls that reap them, and so
- * the cost per op, do not grow with the rails there are; more ops in
- * flight open more rails; with every one of them full, the least loaded
- * takes it.  0 when posted; -FI_EAGAIN when that rail has no credit, ops
- * are queued, or the post failed: the caller then submits the op
- * (mrl_op_prepare, mrl_engine_submit), which queues it and tries every
- * rail.  The op's own fields must be set.
- */
-int mrl_engine_post_whole(struct mrl_engine *eng, struct mrl_op *op,
-			  uint32_t rails);
 void mrl_engine_post_pending(struct mrl_engine *eng);
 
 /* Post queued chunks while rails have credit. */
