@@ -10,11 +10,12 @@
 #      fi_multirail_topo.
 # The tree must already hold configure (./autogen.sh where libtool is).
 #   usage: test/gpu-host.sh --libfabric-tarball F [--hwloc-tgz F] [--out DIR]
-#          [--reps N] [--only check,perf,topo,bw,efa]
+#          [--reps N] [--only check,perf,topo,bw,efa] [--ops OPS]
+#          [--sizes BYTES]   (--ops, --sizes: fi_multirail_gpu's)
 # --hwloc-tgz: Debian's libhwloc-dev files (headers, hwloc.pc), used where
 # the host has libhwloc.so.15 but no headers.
 set -uo pipefail
-TARBALL= HWLOC= OUT=${OUT:-/tmp/mrl-gpu-out} REPS=3 ONLY=
+TARBALL= HWLOC= OUT=${OUT:-/tmp/mrl-gpu-out} REPS=3 ONLY= OPS= SIZES=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--libfabric-tarball) TARBALL=$2; shift 2 ;;
@@ -22,6 +23,8 @@ while [ $# -gt 0 ]; do
 	--out) OUT=$2; shift 2 ;;
 	--reps) REPS=$2; shift 2 ;;
 	--only) ONLY=$2; shift 2 ;;
+	--ops) OPS=$2; shift 2 ;;
+	--sizes) SIZES=$2; shift 2 ;;
 	*) echo "usage: $0 --libfabric-tarball F [--hwloc-tgz F] [--out DIR]" \
 		"[--reps N] [--only check,perf,topo,bw,efa]" >&2; exit 2 ;;
 	esac
@@ -83,4 +86,5 @@ nvidia-smi -L
 
 "$src/fabtests-ext/scripts/fi_multirail_gpu" --bin "$lf/bin" \
 	--build "$work/mrl" --libfabric-lib "$lf/lib" --reps "$REPS" \
-	${ONLY:+--only "$ONLY"} 2>&1 | tee "$OUT/gpu.log"
+	${ONLY:+--only "$ONLY"} ${OPS:+--ops "$OPS"} \
+	${SIZES:+--sizes "$SIZES"} 2>&1 | tee "$OUT/gpu.log"
