@@ -63,10 +63,16 @@ FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm run ./test/badinput_test
 # op succeeds, and a probe brings the rail back.  The fault starts with a
 # transmit of bytes (the test provider does not count zero-byte fences),
 # and small ops are spread (FILL_OPS=1): it starts under chunks, as these
-# cases mean (a fence stuck on a stalled rail is not watched:
-# docs/reliability.md).
+# cases mean.
 (
 export FI_MULTIRAIL_FILL_OPS=1
+# A stall that begins under a send's fence (FAIL_START=fence), nothing else
+# on the rail: the fence counts as the rail's work, the rail goes out after
+# the deadline, the send waits for the fence, a probe brings the rail back.
+FI_EFA_EMU_FAIL_NIC=82 FI_EFA_EMU_FAIL_AFTER=5 FI_EFA_EMU_FAIL_START=fence \
+	FI_EFA_EMU_FAIL_MS=1500 FI_EFA_EMU_FAIL_MODE=stall \
+	FI_MULTIRAIL_RAIL_TIMEOUT_MS=300 \
+	rma -o write -S 65536 -W 8 -H 3:rejoin:fence
 FI_EFA_EMU_FAIL_NIC=82 FI_EFA_EMU_FAIL_AFTER=50 FI_EFA_EMU_FAIL_MS=1500 \
 	rma -o all -S 16777216 -W 8 -H 3:rejoin
 # It stalls for 2.5 s (completions held): after the 300 ms deadline its

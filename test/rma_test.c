@@ -21,9 +21,10 @@
  *            [-F] (write, writev: the writes' completion is announced by
  *            a 0-byte fi_inject_writedata on rail 0, and the target
  *            checks every byte when its CQ entry arrives)
- *            [-H rail[:rejoin]] (that rail fails, through the caller's
- *            fault knobs: by the end it must have been taken out of
- *            service and its chunks re-issued elsewhere, and with
+ *            [-H rail[:rejoin][:fence]] (that rail fails, through the
+ *            caller's fault knobs: by the end it must have been taken
+ *            out of service and its chunks re-issued elsewhere (:fence:
+ *            the fault began under a fence, no chunk there), and with
  *            :rejoin be back in service; every op must still succeed)
  *            [-X count] (write or writedata: stream count ops of -S
  *            bytes, -W in flight, delivery complete, each verified by the
@@ -329,7 +330,7 @@ static size_t slot(const struct plan *p)
 	return (p->size + p->offset + 63) & ~(size_t) 63;
 }
 
-static int health_rail = -1, health_rejoin;	/* -H */
+static int health_rail = -1, health_rejoin, health_fence;	/* -H */
 #define NO_RAILS_UP_CHECK	(~0ull)
 
 /* Core RMA ops posted so far (sum over rails), with per-rail bytes. */
@@ -913,8 +914,10 @@ static uint64_t rails_up_sent(void)
 
 /*
  * -H: the failing rail was taken out of service, its chunks went to other
- * rails, and (with :rejoin) a probe brought it back, within 10 s of the
- * last op (probes back off up to 32 x FI_MULTIRAIL_PROBE_MS).
+ * rails (not with :fence: a fault that began under a send's fence, with
+ * no chunk on the rail), and (with :rejoin) a probe brought it back,
+ * within 10 s of the last op (probes back off up to 32 x
+ * FI_MULTIRAIL_PROBE_MS).
  */
 static void check_health(void)
 {
@@ -934,7 +937,7 @@ static void check_health(void)
 	       (unsigned long) st.rejoins, (unsigned long) st.probes,
 	       (unsigned long) st.reissued, (unsigned long) st.errors,
 	       st.peers_down);
-	if (!st.downs || !st.reissued)
+	if (!st.downs || (!st.reissued && !health_fence))
 		die("rail %d was never taken out of service", health_rail);
 	if (health_rejoin && (st.state != FI_MULTIRAIL_RAIL_UP ||
 			      !st.rejoins || st.peers_down))
@@ -1475,6 +1478,7 @@ int main(int argc, char **argv)
 		case 'H':
 			health_rail = atoi(optarg);
 			health_rejoin = !!strstr(optarg, ":rejoin");
+			health_fence = !!strstr(optarg, ":fence");
 			break;
 		case 'L':
 			expect_rails = strtoul(optarg, NULL, 16);
@@ -1482,7 +1486,7 @@ int main(int argc, char **argv)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin]] [-K] [-X count]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence]] [-K] [-X count]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :

@@ -475,6 +475,9 @@ struct mrl_ep_rail {
 	struct fid_mr *ctrl_mr;		/* control buffers, FI_MR_LOCAL cores */
 	/* health (mrl_health.c) */
 	uint64_t watch_completions, watch_since_ns;
+	uint32_t fences;		/* fences in flight: work the stall
+					 * watch sees, as it sees chunks */
+	uint64_t fences_done;
 	int peers_down;			/* peers this rail is out for */
 	uint64_t downs, probes, rejoins;
 	uint32_t side;			/* fences, probes, control sends and

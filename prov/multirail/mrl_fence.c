@@ -70,6 +70,7 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 			  FI_COMPLETION | FI_DELIVERY_COMPLETE);
 	if (!ret) {
 		mrl_side_posted(ep, rail);
+		ep->rails[rail].fences++;
 		f->dirty &= ~bit(rail);
 		f->inflight |= bit(rail);
 	} else if (ret != -FI_EAGAIN) {
@@ -105,7 +106,8 @@ void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err)
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: fence failed: %s\n",
 			      fence->rail, fi_strerror(-err));
 	fence->peer->fence.inflight &= ~bit(fence->rail);
-	(void) ep;
+	ep->rails[fence->rail].fences--;
+	ep->rails[fence->rail].fences_done++;
 }
 
 /* ep is closing: its fences were flushed or cancelled with its rails. */

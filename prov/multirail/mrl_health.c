@@ -4,8 +4,8 @@
  * A rail is taken out of service for one peer (peer->rails_down) when
  *   - the core completes a chunk to that peer with an error that is the
  *     path's (rail_error), or
- *   - the rail holds chunks and completes none for the deadline
- *     (FI_MULTIRAIL_RAIL_TIMEOUT_MS), or
+ *   - the rail holds chunks or fences and completes none for the
+ *     deadline (FI_MULTIRAIL_RAIL_TIMEOUT_MS), or
  *   - the core refuses every post to the peer on the rail (-FI_EAGAIN)
  *     for the deadline.
  * Per peer, because a peer that dies fails on every rail while the others
@@ -262,16 +262,45 @@ static bool stuck_chunk(const struct mrl_chunk *chunk, void *arg)
 	return !chunk->orphan && !(peer->rails_down & bit(chunk->rail));
 }
 
-/* A rail holding chunks that completed none for the deadline. */
+/*
+ * A fence stuck on a rail still in service for its peer: the rail goes out
+ * for that peer, so later writes avoid it.  The send behind the fence keeps
+ * waiting for the core's verdict on it: the writes it flushes completed
+ * (their bytes left), and a message that overtook them could tell the
+ * target to read bytes not yet there.
+ */
+static void fences_stuck(struct mrl_ep *ep, int rail)
+{
+	struct mrl_av *av = ep->av;
+	struct mrl_peer *peer;
+	size_t i;
+
+	for (i = 0; av && i < av->nall; i++) {
+		peer = av->all[i];
+		if (peer->fence.owner == ep &&
+		    (peer->fence.inflight & bit(rail)) &&
+		    !(peer->rails_down & bit(rail)))
+			rail_down(ep, peer, rail, "a fence has not completed for "
+				  "longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS");
+	}
+}
+
+/*
+ * A rail holding chunks or fences that completed none for the deadline.
+ * Fences count: a stall that begins under a send's fence (nothing else on
+ * the rail) would otherwise leave the rail in service, and every later
+ * send to the peer waiting on it.
+ */
 static void watch_rail(struct mrl_ep *ep, int rail)
 {
 	struct mrl_ep_rail *r = &ep->rails[rail];
 	const struct mrl_rail_credit *rc = &ep->engine.rail[rail];
+	uint64_t done = rc->completions + r->fences_done;
 	struct mrl_chunk *chunk;
 
-	if (!rc->inflight || rc->completions != r->watch_completions ||
+	if (!(rc->inflight || r->fences) || done != r->watch_completions ||
 	    !r->watch_since_ns) {
-		r->watch_completions = rc->completions;
+		r->watch_completions = done;
 		r->watch_since_ns = ep->now_ns;
 		return;
 	}
@@ -283,6 +312,8 @@ static void watch_rail(struct mrl_ep *ep, int rail)
 					      NULL)))
 		rail_down(ep, chunk->op->peer, rail, "no chunk completed for "
 			  "longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS");
+	if (r->fences)
+		fences_stuck(ep, rail);
 	mrl_engine_reissue(&ep->engine, rail);
 }
 

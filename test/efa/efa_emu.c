@@ -85,6 +85,10 @@ static void read_knobs(void)
 			"Fault: error (transmits complete with FI_EIO, the "
 			"default) or stall (they are carried out but complete "
 			"only when the fault ends, or at close)");
+	fi_param_define(&emu_prov, "emu_fail_start", FI_PARAM_STRING,
+			"Fault: what transmit begins it, once FAIL_AFTER are "
+			"done: bytes (one that carries bytes, the default) or "
+			"fence (a 0-byte RMA, as multirail flushes a rail with)");
 	fi_param_define(&emu_prov, "emu_eagain_every", FI_PARAM_INT,
 			"Fault: every Nth post starts a burst of -FI_EAGAIN "
 			"(default 0: never)");
@@ -111,6 +115,9 @@ static void read_knobs(void)
 	fi_param_get_int(&emu_prov, "emu_fail_ms", &emu_knobs.fail_ms);
 	fi_param_get_str(&emu_prov, "emu_fail_mode", &mode);
 	emu_knobs.fail_stall = mode && !strcmp(mode, "stall");
+	mode = NULL;
+	fi_param_get_str(&emu_prov, "emu_fail_start", &mode);
+	emu_knobs.fail_on_fence = mode && !strcmp(mode, "fence");
 	fi_param_get_int(&emu_prov, "emu_eagain_every",
 			 &emu_knobs.eagain_every);
 	emu_knobs.eagain_burst = 3;

@@ -66,6 +66,7 @@ struct emu_knobs {
 	int fail_after;			/* its tx ops that succeed first */
 	int fail_ms;			/* the fault lasts this long; 0: ever */
 	bool fail_stall;		/* stall (completions held) instead */
+	bool fail_on_fence;		/* a 0-byte RMA begins the fault */
 	int eagain_every;		/* every Nth post starts a burst */
 	int eagain_burst;		/* of this many -FI_EAGAIN */
 	int delay_us;			/* completions held this long */

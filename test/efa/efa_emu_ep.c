@@ -62,11 +62,21 @@ static struct emu_req *req_new(struct emu_ep *ep, bool tx, void *context,
 }
 
 /*
- * Is this transmit on a NIC the fault knobs name, while its fault lasts?
- * The fault begins with a transmit that carries bytes: the zero-byte
- * writes multirail flushes a rail with before a send are neither counted
- * nor the first to fail, so the tests' fault starts under their data.
+ * Does this transmit begin the fault?  Only transmits that carry bytes are
+ * counted; the zero-byte writes multirail flushes a rail with before a
+ * send are not.  By default the fault begins under data; with
+ * FAIL_START=fence, under the first such flush after FAIL_AFTER.
  */
+static bool fault_begins(struct emu_domain *dom, size_t len)
+{
+	if (len)
+		dom->tx_ops++;
+	if (dom->tx_ops <= (uint64_t) emu_knobs.fail_after)
+		return false;
+	return emu_knobs.fail_on_fence ? !len : len != 0;
+}
+
+/* Is this transmit on a NIC the fault knobs name, while its fault lasts? */
 static bool tx_faulty_len(struct emu_ep *ep, size_t len)
 {
 	struct emu_domain *dom = ep->domain;
@@ -74,7 +84,7 @@ static bool tx_faulty_len(struct emu_ep *ep, size_t len)
 	if (!dom->failing)
 		return false;
 	if (!dom->fail_start_ns) {
-		if (!len || ++dom->tx_ops <= (uint64_t) emu_knobs.fail_after)
+		if (!fault_begins(dom, len))
 			return false;
 		dom->fail_start_ns = emu_now_ns();
 	}
