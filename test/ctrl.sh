@@ -10,7 +10,8 @@ timeout 120 ./test/ctrl_test 2>"$log" || { tail -n 20 "$log"; exit 1; }
 for why in "another version of multirail's control protocol" \
 	   "not a multirail control message" "unknown message type" \
 	   "more keys than rails" "shorter than its contents" \
-	   "the core's receive failed"; do
+	   "the core's receive failed" \
+	   "its source, a known peer, claims another peer's address"; do
 	if ! grep -q "control message dropped: $why" "$log"; then
 		echo "FAIL: no warning \"$why\""
 		exit 1

@@ -753,6 +753,122 @@ static void partial_peer_completed_by_its_answer(fi_addr_t target)
 	close_side(&a);
 }
 
+/* Our plain endpoint's address as a one-rail multirail peer's. */
+static size_t liar_address(uint8_t *buf, size_t size)
+{
+	struct mrl_addr_hdr *hdr = (struct mrl_addr_hdr *) buf;
+	size_t alen = size - sizeof(*hdr);
+
+	memset(hdr, 0, sizeof(*hdr));
+	CHK(fi_getname(&core_side.ep->fid, hdr + 1, &alen));
+	hdr->magic = MRL_ADDR_MAGIC;
+	hdr->version = MRL_ADDR_VERSION;
+	hdr->nrails = 1;
+	hdr->rail_addrlen = alen;
+	return sizeof(*hdr) + alen;
+}
+
+/*
+ * A HELLO from the plain endpoint claiming addr, to s: the control messages
+ * s sent.  to_us: the answer is due here (addr is ours), and must be a
+ * HELLO_ACK (taken, so that no later receive on the tag finds it); else
+ * the claimed peer's side progresses, so that an answer to it would go.
+ */
+static uint64_t hello_answers(struct side *s, struct side *claimed,
+			      fi_addr_t target, const void *addr, size_t len,
+			      bool to_us)
+{
+	static uint8_t msg[MRL_CTRL_BUF_SIZE], ack[MRL_CTRL_BUF_SIZE];
+	struct mrl_ctrl_msg *m = (struct mrl_ctrl_msg *) msg;
+	const struct mrl_ctrl_msg *a = (const void *) ack;
+	struct fi_cq_tagged_entry e;
+	bool acked = false;
+	struct fi_multirail_rail_stats st;
+	uint64_t got, sent;
+	double end;
+	ssize_t r;
+
+	CHK(ops->rail_stats(s->ep, 0, &st));
+	got = st.ctrl_received;
+	sent = st.ctrl_sent;
+	memset(msg, 0, sizeof(msg));
+	m->magic = MRL_CTRL_MAGIC;
+	m->version = MRL_CTRL_VERSION;
+	m->type = MRL_CTRL_HELLO;
+	m->addrlen = len;
+	memcpy(m->payload, addr, len);
+	if (to_us)
+		CHK(fi_trecv(core_side.ep, ack, sizeof(ack), NULL,
+			     FI_ADDR_UNSPEC, MRL_CTRL_TAG, 0, ack));
+	/* s progresses too: the core connects to it on the first send */
+	for (end = now() + TIMEOUT_S; (r = fi_tsend(core_side.ep, msg,
+	     sizeof(*m) + len, NULL, target, MRL_CTRL_TAG, NULL)) ==
+	     -FI_EAGAIN && now() < end;) {
+		fi_cq_read(core_side.cq, NULL, 0);
+		fi_cq_read(s->cq, NULL, 0);
+	}
+	CHK(r);
+	for (end = now() + TIMEOUT_S; st.ctrl_received == got && now() < end;) {
+		fi_cq_read(s->cq, NULL, 0);
+		fi_cq_read(core_side.cq, NULL, 0);
+		CHK(ops->rail_stats(s->ep, 0, &st));
+	}
+	if (st.ctrl_received == got)
+		die("a HELLO never arrived");
+	/* its answer, if any */
+	for (end = now() + (to_us ? TIMEOUT_S : 0.5); now() < end && !acked;) {
+		fi_cq_read(s->cq, NULL, 0);
+		if (claimed)
+			fi_cq_read(claimed->cq, NULL, 0);
+		acked = fi_cq_read(core_side.cq, &e, 1) == 1 &&
+			e.op_context == ack;
+	}
+	if (to_us && (!acked || a->magic != MRL_CTRL_MAGIC ||
+		      a->type != MRL_CTRL_HELLO_ACK))
+		die("no HELLO_ACK came back");
+	CHK(ops->rail_stats(s->ep, 0, &st));
+	return st.ctrl_sent - sent;
+}
+
+/*
+ * With FI_SOURCE the core says which peer of the AV a message came from.
+ * The plain endpoint, inserted as a peer, claims to be another multirail
+ * peer (a HELLO with that peer's address): dropped, nothing answered.  A
+ * HELLO with its own address is answered.
+ */
+static void known_peer_cannot_claim_another(void)
+{
+	static uint8_t name[4096], liar[512], other[4096];
+	size_t namelen = sizeof(name), olen = sizeof(other), llen;
+	fi_addr_t target, as_peer;
+	struct side s, a;
+	uint64_t n;
+
+	open_side(&s, "multirail", NULL,
+		  FI_MSG | FI_TAGGED | FI_RMA | FI_SOURCE);
+	open_side(&a, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA);
+	CHK(fi_getname(&s.ep->fid, name, &namelen));
+	CHK(fi_getname(&a.ep->fid, other, &olen));
+	if (fi_av_insert(core_side.av, (struct mrl_addr_hdr *) name + 1, 1,
+			 &target, 0, NULL) != 1)
+		die("core fi_av_insert of the FI_SOURCE side's rail 0");
+	llen = liar_address(liar, sizeof(liar));
+	if (fi_av_insert(s.av, liar, 1, &as_peer, 0, NULL) != 1)
+		die("fi_av_insert of the plain endpoint as a peer");
+	n = hello_answers(&s, &a, target, other, olen, false);
+	if (n)
+		die("a known peer claiming another's address was answered "
+		    "(%lu control message(s) sent)", (unsigned long) n);
+	n = hello_answers(&s, NULL, target, liar, llen, true);
+	if (n != 1)
+		die("a known peer's HELLO as itself: %lu answers, 1 due",
+		    (unsigned long) n);
+	printf("ok with FI_SOURCE, a known peer claiming another's address "
+	       "is dropped; as itself, answered\n");
+	close_side(&a);
+	close_side(&s);
+}
+
 int main(void)
 {
 	uint8_t name[4096];
@@ -781,6 +897,7 @@ int main(void)
 	/* first: later cases fill the learned-peer table on purpose */
 	inserted_address_beats_a_claim(target);
 	partial_peer_completed_by_its_answer(target);
+	known_peer_cannot_claim_another();
 	send_bad_messages(target, name, namelen);
 	send_oversized(core, (struct mrl_addr_hdr *) name + 1);
 	channel_still_works();

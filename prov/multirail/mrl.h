@@ -334,6 +334,8 @@ struct mrl_peer *mrl_av_peer(struct mrl_av *av, fi_addr_t addr);
 fi_addr_t mrl_av_src_addr(struct mrl_av *av, fi_addr_t core_addr0);
 struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr,
 			      size_t len, uint32_t ack_nonce);
+bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
+		       fi_addr_t src);
 int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from);
 
 /* ---- completion queue / counter / eq ------------------------------------ */
@@ -595,7 +597,7 @@ struct mrl_ctrl_learned {
 };
 
 void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
-		 int err, struct mrl_ctrl_learned *learned);
+		 fi_addr_t src, int err, struct mrl_ctrl_learned *learned);
 void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
 void mrl_ctrl_introduce(struct mrl_ep *ep, struct mrl_peer *peer);
 ssize_t mrl_ctrl_bounce_write(struct mrl_ep *ep, const void *buf, size_t len,

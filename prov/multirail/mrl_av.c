@@ -348,6 +348,29 @@ static bool may_complete(const struct mrl_av *av,
  * bounded (FI_MULTIRAIL_MAX_LEARNED_PEERS).  ack_nonce: a HELLO_ACK's echo
  * of our nonce, else 0.
  */
+/*
+ * May a control message claiming to come from addr have come from src (its
+ * source in rail 0's AV, as the core reports it with FI_SOURCE)?  A sender
+ * the core does not know (FI_ADDR_NOTAVAIL: not in our AV, or no
+ * FI_SOURCE) cannot be checked; one it knows must be the peer it claims to
+ * be, by rail 0 or, over efa-direct, by its control endpoint.
+ */
+bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
+		       fi_addr_t src)
+{
+	struct mrl_peer *p;
+	size_t i;
+
+	if (src == FI_ADDR_NOTAVAIL || mrl_av_check(av, addr, len))
+		return true;	/* unknown sender, or learn refuses it */
+	for (i = 0; i < av->nall; i++) {
+		p = av->all[i];
+		if (p->core_addr[0] == src || p->ctrl_addr == src)
+			return find_peer(av, addr) == p;
+	}
+	return true;
+}
+
 struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len,
 			      uint32_t ack_nonce)
 {

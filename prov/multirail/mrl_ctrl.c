@@ -535,6 +535,8 @@ static const char *const drop_reason[MRL_CTRL_DROP_KINDS] = {
 	[MRL_CTRL_DROP_NO_AV] = "no AV bound",
 	[MRL_CTRL_DROP_RX_FAILED] = "the core's receive failed (longer than "
 				    "a control buffer?)",
+	[MRL_CTRL_DROP_CLAIM] = "its source, a known peer, claims another "
+				"peer's address",
 };
 
 /* Why a received message cannot be used, or MRL_CTRL_OK. */
@@ -562,11 +564,14 @@ static void dropped(struct mrl_ep *ep, int why, const struct mrl_ctrl_msg *msg)
 }
 
 static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
-		   size_t len, struct mrl_ctrl_learned *learned)
+		   size_t len, fi_addr_t src, struct mrl_ctrl_learned *learned)
 {
 	int why = malformed(ep, msg, len);
 	struct mrl_peer *peer;
 
+	if (why == MRL_CTRL_OK &&
+	    !mrl_av_claim_from(ep->av, msg->payload, msg->addrlen, src))
+		why = MRL_CTRL_DROP_CLAIM;
 	if (why != MRL_CTRL_OK) {
 		dropped(ep, why, msg);
 		return;
@@ -604,7 +609,7 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
  * Keys learned are returned (learned->keys), for progress to hand to RMA.
  */
 void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
-		 int err, struct mrl_ctrl_learned *learned)
+		 fi_addr_t src, int err, struct mrl_ctrl_learned *learned)
 {
 	learned->peer = NULL;
 	learned->keys = NULL;
@@ -617,7 +622,7 @@ void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 			(const struct mrl_ctrl_msg *) buf->data);
 	} else {
 		handle(ep, (const struct mrl_ctrl_msg *) buf->data, len,
-		       learned);
+		       src, learned);
 	}
 	post_rx(ep, buf);
 }

@@ -42,13 +42,18 @@ void mrl_remote_event(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
 		     e->tag, src);
 }
 
-/* The target's keys, once learned, let waiting ops spread over its rails. */
+/*
+ * The target's keys, once learned, let waiting ops spread over its rails.
+ * The source (FI_SOURCE) checks a message's claimed sender: rail 0's only,
+ * the AV the claims are looked up in.
+ */
 static void ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
-		    int err)
+		    int rail, fi_addr_t core_src, int err)
 {
 	struct mrl_ctrl_learned learned;
 
-	mrl_ctrl_rx(ep, buf, len, err, &learned);
+	mrl_ctrl_rx(ep, buf, len, rail ? FI_ADDR_NOTAVAIL : core_src, err,
+		    &learned);
 	if (learned.keys)
 		mrl_rma_keys_learned(ep, learned.peer, learned.keys);
 }
@@ -93,7 +98,8 @@ static void dispatch(struct mrl_ep *ep, int rail,
 				 user_src(ep, rail, core_src), err, err_entry);
 		break;
 	case MRL_REQ_CTRL_RX:
-		ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr, err ? 0 : e->len, err);
+		ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr, err ? 0 : e->len,
+			rail, core_src, err);
 		break;
 	case MRL_REQ_CTRL_TX:
 		mrl_side_done(ep, rail);

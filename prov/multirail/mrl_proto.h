@@ -102,6 +102,8 @@ enum {
 	MRL_CTRL_DROP_NO_AV,		/* the endpoint's, not the message's */
 	MRL_CTRL_DROP_RX_FAILED,	/* the core's receive failed (longer
 					 * than the buffer, say) */
+	MRL_CTRL_DROP_CLAIM,		/* a known sender claims another's
+					 * address (FI_SOURCE) */
 	MRL_CTRL_DROP_KINDS,
 	MRL_CTRL_OK = MRL_CTRL_DROP_KINDS,
 };
