@@ -4,7 +4,8 @@
 # warning, the receives re-posted, the channel still working after.
 export FI_PROVIDER_PATH="$(pwd)/.libs"
 unset FI_PROVIDER
-export FI_MULTIRAIL_RAILS=lo,lo FI_LOG_LEVEL=warn FI_MULTIRAIL_MAX_LEARNED_PEERS=4
+export FI_MULTIRAIL_RAILS=lo,lo FI_LOG_LEVEL=warn FI_MULTIRAIL_MAX_LEARNED_PEERS=4 \
+	FI_MULTIRAIL_RAIL_TIMEOUT_MS=3000
 log=ctrl-test.log
 timeout 120 ./test/ctrl_test 2>"$log" || { tail -n 20 "$log"; exit 1; }
 for why in "another version of multirail's control protocol" \
@@ -23,3 +24,8 @@ if ! grep -q "learned-peer table full (4" "$log"; then
 	exit 1
 fi
 echo "ok warned: learned-peer table full"
+if ! grep -q "a control message to a peer this rail is out of service for dropped" "$log"; then
+	echo "FAIL: the silent peer's control messages were not dropped"
+	exit 1
+fi
+echo "ok warned: a control message for a rail out of service dropped"

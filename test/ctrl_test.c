@@ -19,8 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -869,6 +871,100 @@ static void known_peer_cannot_claim_another(void)
 	close_side(&s);
 }
 
+/* A TCP port that takes connections into its backlog and never answers. */
+static int silent_listener(struct sockaddr_in *sin)
+{
+	socklen_t len = sizeof(*sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		die("socket");
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *) sin, sizeof(*sin)) ||
+	    listen(fd, 1) || getsockname(fd, (struct sockaddr *) sin, &len))
+		die("silent listener");
+	return fd;
+}
+
+/*
+ * A peer that never answers (its rails connect to a port that never
+ * accepts): our key request and RAIL_UP to it wait in the backlog, the
+ * core refusing them while it connects.  They must not hold back the
+ * control messages to the other peers on those rails: a new peer's keys
+ * are still learned and rail 1 still carries its writes.  Then the silent
+ * peer's write fails once the refusals outlast FI_MULTIRAIL_RAIL_TIMEOUT_MS
+ * (ctrl.sh: 3 s) and rail 0 goes out of service for it, and its key
+ * request leaves the backlog (ctrl.sh checks the warning).
+ */
+static void a_silent_peer_holds_back_only_its_own(void)
+{
+	static uint8_t silent[4096], src[64];
+	struct mrl_addr_hdr *hdr = (struct mrl_addr_hdr *) silent;
+	size_t len = sizeof(silent);
+	struct fi_cq_err_entry err = { 0 };
+	struct fi_cq_tagged_entry e;
+	struct sockaddr_in sin;
+	struct fid_mr *mr;
+	fi_addr_t peer;
+	struct bufs b;
+	struct side a;
+	ssize_t r = 0;
+	double end;
+	int fd, i;
+	char ctx;
+
+	fd = silent_listener(&sin);
+	CHK(fi_getname(&mr_side.ep->fid, silent, &len));
+	if (hdr->nrails < 2 || hdr->rail_addrlen != sizeof(sin) ||
+	    hdr->flags)
+		die("a peer of %u rails, rail addresses of %u bytes, flags %u: "
+		    "sockaddr_in rails expected", hdr->nrails,
+		    hdr->rail_addrlen, hdr->flags);
+	for (i = 0; i < hdr->nrails; i++)
+		memcpy((uint8_t *) (hdr + 1) + i * sizeof(sin), &sin,
+		       sizeof(sin));
+	if (fi_av_insert(mr_side.av, silent, 1, &peer, 0, NULL) != 1)
+		die("fi_av_insert of the silent peer");
+	CHK(fi_mr_reg(mr_side.domain, src, sizeof(src), FI_WRITE, 0, 13, 0,
+		      &mr, NULL));
+	CHK(fi_write(mr_side.ep, src, sizeof(src), fi_mr_desc(mr), peer,
+		     0, 0x1234, &ctx));
+	for (end = now() + 0.5; now() < end;)
+		fi_cq_read(mr_side.cq, NULL, 0);	/* its requests refused */
+
+	open_side(&a, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA);
+	len = sizeof(silent);
+	{
+		static uint8_t real[4096];
+		size_t rlen = sizeof(real);
+		fi_addr_t ap;
+
+		CHK(fi_getname(&a.ep->fid, real, &rlen));
+		if (fi_av_insert(mr_side.av, real, 1, &ap, 0, NULL) != 1)
+			die("fi_av_insert of the second peer");
+		bufs_open(&b, &a);
+		writes_land_on_peer_rails(&b, &a, ap, 4, "a peer behind a "
+					  "silent one");
+		bufs_close(&b);
+	}
+	for (end = now() + 3 * TIMEOUT_S; now() < end;) {
+		r = fi_cq_read(mr_side.cq, &e, 1);
+		if (r != -FI_EAGAIN)
+			break;
+		fi_cq_read(a.cq, NULL, 0);
+	}
+	if (r != -FI_EAVAIL || fi_cq_readerr(mr_side.cq, &err, 0) != 1 ||
+	    err.op_context != &ctx)
+		die("the write to the silent peer: %zd, not an error", r);
+	printf("ok the write to the silent peer failed: %s\n",
+	       fi_strerror(err.err));
+	CHK(fi_close(&mr->fid));
+	close_side(&a);
+	close(fd);
+}
+
 int main(void)
 {
 	uint8_t name[4096];
@@ -904,6 +1000,7 @@ int main(void)
 	reserved_tag_refused();
 	wildcard_recv_spares_control(target, name, namelen);
 	keys_for_remote_access_only(target);
+	a_silent_peer_holds_back_only_its_own();
 	close_side(&core_side);
 	close_side(&mr_side);
 	printf("PASS\n");

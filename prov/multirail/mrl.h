@@ -464,6 +464,7 @@ struct mrl_ctrl_buf {
 	int rail;			/* receive: posted on; send: goes on */
 	size_t len;			/* backlogged send: its length */
 	fi_addr_t dest;			/* and its destination on rail */
+	struct mrl_peer *peer;		/* (peers live as long as the AV) */
 	uint8_t data[MRL_CTRL_BUF_SIZE];
 };
 
@@ -523,6 +524,7 @@ struct mrl_ep {
 	struct mrl_ctrl_buf *ctrl_backlog, **ctrl_backlog_tail;
 	bool compact_logged;		/* fi_getname gave rail 0 alone */
 	uint64_t ctrl_dropped[MRL_CTRL_DROP_KINDS];	/* by reason */
+	uint64_t ctrl_tx_dropped;	/* sends for a rail out of service */
 	uint64_t ctrl_rng;		/* KEY_REQ nonces */
 	bool ctrl_enabled;
 	int rails_enabled;		/* core endpoints enabled so far */
@@ -699,6 +701,14 @@ static inline void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context,
 static inline uint32_t mrl_rail_mask(int nrails)
 {
 	return nrails >= 32 ? ~0u : (1u << nrails) - 1;
+}
+
+/* Every rail to the peer out of service (mrl_health.c). */
+static inline bool mrl_peer_unreachable(const struct mrl_peer *peer)
+{
+	uint32_t all = mrl_rail_mask(peer->nrails);
+
+	return (peer->rails_down & all) == all;
 }
 
 /* A fence, probe or control send went to rail's core: progress reads it. */

@@ -238,21 +238,66 @@ static ssize_t post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	return ret;
 }
 
+/* Does a message before buf, refused by the core, go where buf goes? */
+static bool behind_refused(struct mrl_ctrl_buf *const *refused, int n,
+			   const struct mrl_ctrl_buf *buf)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (refused[i]->rail == buf->rail &&
+		    refused[i]->dest == buf->dest)
+			return true;
+	}
+	return false;
+}
+
 /*
- * Sends what the core refused before, in order on each rail: a rail still
- * connecting holds back its own messages, not those of the others.
+ * A message for a rail out of service for its peer (mrl_health.c) leaves
+ * the backlog: it would hold a buffer of the pool all peers share for as
+ * long as the core refuses it, which for a dead peer may be for ever.
+ * Logged the 1st, 2nd, 4th... time.
+ */
+static bool rail_down_for(const struct mrl_ctrl_buf *buf)
+{
+	return buf->peer->rails_down & (1u << buf->rail);
+}
+
+static void drop_backlogged(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+{
+	uint64_t n;
+
+	mrl_ctrl_tx_done(ep, buf);
+	n = ++ep->ctrl_tx_dropped;
+	if (!(n & (n - 1)))
+		MRL_WARN(FI_LOG_EP_CTRL, "rail %d: a control message to a peer "
+			 "this rail is out of service for dropped (%lu so "
+			 "far)\n", buf->rail, (unsigned long) n);
+}
+
+/*
+ * Sends what the core refused before, in order per destination: a
+ * connection still being made (or to a peer that never answers) holds back
+ * its own messages, not those to the other peers on its rail.
  */
 void mrl_ctrl_progress(struct mrl_ep *ep)
 {
 	struct mrl_ctrl_buf **pos = &ep->ctrl_backlog, *buf;
-	uint32_t blocked = 0;
+	struct mrl_ctrl_buf *refused[MRL_CTRL_TX_COUNT];
+	int nrefused = 0;
 	ssize_t ret;
 
 	while ((buf = *pos)) {
-		ret = (blocked & (1u << buf->rail)) ? -FI_EAGAIN :
-						       post_tx(ep, buf);
+		if (rail_down_for(buf)) {
+			*pos = buf->next_free;
+			drop_backlogged(ep, buf);
+			continue;
+		}
+		ret = behind_refused(refused, nrefused, buf) ? -FI_EAGAIN :
+							      post_tx(ep, buf);
 		if (ret == -FI_EAGAIN) {
-			blocked |= 1u << buf->rail;
+			if (nrefused < MRL_CTRL_TX_COUNT)
+				refused[nrefused++] = buf;
 			pos = &buf->next_free;
 			continue;
 		}
@@ -306,6 +351,7 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 		       nkeys * sizeof(uint64_t));
 	buf->len = len;
 	buf->rail = rail;
+	buf->peer = peer;
 	buf->dest = ep->ctrl_ep ? peer->ctrl_addr : peer->core_addr[rail];
 
 	/* behind what still waits on this rail: each rail keeps its order */

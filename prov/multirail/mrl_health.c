@@ -107,19 +107,17 @@ static uint32_t all_rails(const struct mrl_peer *peer)
 	return peer->nrails >= 32 ? ~0u : bit(peer->nrails) - 1;
 }
 
-static bool peer_unreachable(const struct mrl_op *op, void *arg)
+static bool op_unreachable(const struct mrl_op *op, void *arg)
 {
-	const struct mrl_peer *peer = op->peer;
-
 	(void) arg;
-	return (peer->rails_down & all_rails(peer)) == all_rails(peer);
+	return mrl_peer_unreachable(op->peer);
 }
 
 /* Ops to peers left without a rail fail now, whatever the core holds. */
 void mrl_health_fail_unreachable(struct mrl_ep *ep)
 {
 	ep->unreachable_due = false;
-	mrl_engine_fail_ops(&ep->engine, peer_unreachable, NULL,
+	mrl_engine_fail_ops(&ep->engine, op_unreachable, NULL,
 			    -FI_EHOSTUNREACH);
 }
 
