@@ -46,6 +46,9 @@ FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm FI_MULTIRAIL_STRIPE_MIN=2048 \
 rma -o write -S 4194304 -W 4 -C -A
 # the other spelling
 (unset FI_PROVIDER; MRL_TEST_PROV="efa;multirail" rma -o all -S 4194304 -W 8)
+# FI_THREAD_SAFE over 32-bit keys: threads share endpoints, CQs, and the
+# domain's key generation (concurrent registrations)
+run ./test/mt_test
 # GPU memory's path (test/efa/efa_emu_hmem.c), taken by every RMA here, host
 # memory too: the test provider's own messages and copies at both ends, as
 # efa with GPUDirect is emulated where CUDA is; bytes and CQ data checked

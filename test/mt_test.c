@@ -9,6 +9,10 @@
  * poisoned slot with CQ data naming it.  At the end: every op completed
  * exactly once at the initiator, every CQ data value arrived exactly once,
  * and every byte of every slot is right.
+ *   registrations: THREADS threads register MR_EACH buffers each on the
+ *           domain at once; every key must differ.  Over cores with 32-bit
+ *           keys (efa) our keys carry a per-domain generation, which the
+ *           threads advance together (ThreadSanitizer: docs/reliability.md).
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS (mt.sh); MRL_MT_ROUNDS
  * repeats both (a soak), each round with other sizes and bytes.
  */
@@ -236,6 +240,56 @@ static void round_of(const char *mode, int per_ep)
 		CHK(fi_close(&shared->fid));
 }
 
+#define MR_EACH		64
+
+static struct fid_mr *regs[THREADS][MR_EACH];
+
+static void *register_many(void *arg)
+{
+	int t = (int) (uintptr_t) arg, i;
+
+	for (i = 0; i < MR_EACH; i++)
+		CHK(fi_mr_reg(domain, src + ((size_t) t * MR_EACH + i) * 64, 64,
+			      FI_REMOTE_WRITE, 0, 1000 + t * MR_EACH + i, 0,
+			      &regs[t][i], NULL));
+	return NULL;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Registrations from every thread at once: keys all different. */
+static void registrations(void)
+{
+	static uint64_t keys[THREADS * MR_EACH];
+	pthread_t th[THREADS];
+	int t, i, n = 0;
+
+	for (t = 0; t < THREADS; t++)
+		if (pthread_create(&th[t], NULL, register_many,
+				   (void *) (uintptr_t) t))
+			die("pthread_create");
+	for (t = 0; t < THREADS; t++)
+		pthread_join(th[t], NULL);
+	for (t = 0; t < THREADS; t++)
+		for (i = 0; i < MR_EACH; i++)
+			keys[n++] = fi_mr_key(regs[t][i]);
+	qsort(keys, n, sizeof(keys[0]), cmp_key);
+	for (i = 1; i < n; i++)
+		if (keys[i] == keys[i - 1])
+			die("two registrations with key 0x%lx",
+			    (unsigned long) keys[i]);
+	for (t = 0; t < THREADS; t++)
+		for (i = 0; i < MR_EACH; i++)
+			CHK(fi_close(&regs[t][i]->fid));
+	printf("ok registrations: %d from %d threads at once, every key "
+	       "different\n", n, THREADS);
+}
+
 int main(void)
 {
 	struct fi_info *hints = fi_allocinfo();
@@ -271,6 +325,7 @@ int main(void)
 	for (round_no = 0; round_no < (unsigned int) rounds; round_no++) {
 		round_of("shared endpoint and CQ", 0);
 		round_of("one endpoint per thread", 1);
+		registrations();
 	}
 	CHK(fi_close(&mr->fid));
 	CHK(fi_close(&av->fid));
