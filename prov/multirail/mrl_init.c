@@ -908,8 +908,9 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	  "messages are dropped and ops to them stay on rail 0" },
 	{ "rail_timeout_ms", FI_PARAM_INT, &mrl_params.rail_timeout_ms,
 	  3000, 0,
-	  "A rail that holds chunks and completes none, or refuses every "
-	  "post to a peer, for this long is taken out of service for that "
+	  "A rail that holds chunks or fences and completes none, or "
+	  "refuses every post to a peer, for this long is taken out of "
+	  "service for that "
 	  "peer and its chunks go to the other rails; 0: only the core's "
 	  "errors take a rail out" },
 	{ "probe_ms", FI_PARAM_INT, &mrl_params.probe_ms, 200, 1,
