@@ -106,4 +106,28 @@ want=rdmap147s0-rdm+rdmap148s0-rdm+rdmap149s0-rdm+rdmap150s0-rdm
 echo "ok GPU 4: first domain $got"
 )
 done
+
+# GPU memory's path across the emulated testbed (root, netns, tc tbf; else
+# skipped): the NICs are 4 veth rails of 1000 Mbit/s between two network
+# namespaces, every RMA carried as device memory is (FI_EFA_EMU_HMEM=all:
+# the test provider's own messages and copies at both ends), every byte and
+# CQ data checked, every rail carrying bytes.
+TB="${srcdir:-.}/fabtests-ext/scripts/fi_multirail_testbed"
+exec 9>/tmp/mrl-testbed.lock
+flock -w 900 9 2>/dev/null || true
+if ip netns list 2>/dev/null | grep -qE '^mrl_(a|b)\b'; then
+	echo "SKIP (part): the emulated testbed is in use"
+elif ! "$TB" up 4 1000 >testbed-efa.log 2>&1; then
+	"$TB" down >/dev/null 2>&1
+	echo "SKIP (part): no emulated testbed here (root, netns and tc tbf needed)"
+else
+	trap '"$TB" down >/dev/null 2>&1; rm -rf "$fixtures"' EXIT
+	for fabric in efa-direct efa; do
+		FI_MULTIRAIL_CORE_FABRIC=$fabric FI_EFA_EMU_HMEM=all \
+		FI_EFA_EMU_NICS=79=vA0,80=vA1,81=vA2,82=vA3 \
+			rma -N mrl_a,mrl_b -E FI_EFA_EMU_NICS=79=vB0,80=vB1,81=vB2,82=vB3 \
+			-o all -S 16777216 -W 8 -A
+	done
+	"$TB" down >/dev/null 2>&1
+fi
 echo PASS
