@@ -343,12 +343,6 @@ static bool may_complete(const struct mrl_av *av,
 }
 
 /*
- * A peer from a control message: known, upgraded, or new and hidden.  Any
- * process that reaches rail 0 can claim any address, so hidden peers are
- * bounded (FI_MULTIRAIL_MAX_LEARNED_PEERS).  ack_nonce: a HELLO_ACK's echo
- * of our nonce, else 0.
- */
-/*
  * May a control message claiming to come from addr have come from src (its
  * source in rail 0's AV, as the core reports it with FI_SOURCE)?  A sender
  * the core does not know (FI_ADDR_NOTAVAIL: not in our AV, or no
@@ -371,6 +365,12 @@ bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
 	return true;
 }
 
+/*
+ * A peer from a control message: known, upgraded, or new and hidden.  Any
+ * process that reaches rail 0 can claim any address, so hidden peers are
+ * bounded (FI_MULTIRAIL_MAX_LEARNED_PEERS).  ack_nonce: a HELLO_ACK's echo
+ * of our nonce, else 0.
+ */
 struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len,
 			      uint32_t ack_nonce)
 {

@@ -354,7 +354,7 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 	buf->peer = peer;
 	buf->dest = ep->ctrl_ep ? peer->ctrl_addr : peer->core_addr[rail];
 
-	/* behind what still waits on this rail: each rail keeps its order */
+	/* behind what still waits for this destination: each keeps its order */
 	backlog_add(ep, buf);
 	mrl_ctrl_progress(ep);
 	return 0;

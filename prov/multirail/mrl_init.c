@@ -910,9 +910,8 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	  3000, 0,
 	  "A rail that holds chunks or fences and completes none, or "
 	  "refuses every post to a peer, for this long is taken out of "
-	  "service for that "
-	  "peer and its chunks go to the other rails; 0: only the core's "
-	  "errors take a rail out" },
+	  "service for that peer and its chunks go to the other rails; "
+	  "0: only the core's errors take a rail out" },
 	{ "probe_ms", FI_PARAM_INT, &mrl_params.probe_ms, 200, 1,
 	  "A failed rail is probed this long after it failed, then at "
 	  "doubling intervals up to 32 times this; it rejoins when a probe "
