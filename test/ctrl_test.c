@@ -776,40 +776,50 @@ static size_t liar_address(uint8_t *buf, size_t size)
  * HELLO_ACK (taken, so that no later receive on the tag finds it); else
  * the claimed peer's side progresses, so that an answer to it would go.
  */
-static uint64_t hello_answers(struct side *s, struct side *claimed,
-			      fi_addr_t target, const void *addr, size_t len,
-			      bool to_us)
+/* From the plain endpoint to s (target): a HELLO claiming addr. */
+static void send_hello(struct side *s, fi_addr_t target, const void *addr,
+		       size_t len)
 {
-	static uint8_t msg[MRL_CTRL_BUF_SIZE], ack[MRL_CTRL_BUF_SIZE];
+	static uint8_t msg[MRL_CTRL_BUF_SIZE];
 	struct mrl_ctrl_msg *m = (struct mrl_ctrl_msg *) msg;
-	const struct mrl_ctrl_msg *a = (const void *) ack;
-	struct fi_cq_tagged_entry e;
-	bool acked = false;
-	struct fi_multirail_rail_stats st;
-	uint64_t got, sent;
-	double end;
+	double end = now() + TIMEOUT_S;
 	ssize_t r;
 
-	CHK(ops->rail_stats(s->ep, 0, &st));
-	got = st.ctrl_received;
-	sent = st.ctrl_sent;
 	memset(msg, 0, sizeof(msg));
 	m->magic = MRL_CTRL_MAGIC;
 	m->version = MRL_CTRL_VERSION;
 	m->type = MRL_CTRL_HELLO;
 	m->addrlen = len;
 	memcpy(m->payload, addr, len);
-	if (to_us)
-		CHK(fi_trecv(core_side.ep, ack, sizeof(ack), NULL,
-			     FI_ADDR_UNSPEC, MRL_CTRL_TAG, 0, ack));
 	/* s progresses too: the core connects to it on the first send */
-	for (end = now() + TIMEOUT_S; (r = fi_tsend(core_side.ep, msg,
-	     sizeof(*m) + len, NULL, target, MRL_CTRL_TAG, NULL)) ==
-	     -FI_EAGAIN && now() < end;) {
+	while ((r = fi_tsend(core_side.ep, msg, sizeof(*m) + len, NULL, target,
+			     MRL_CTRL_TAG, NULL)) == -FI_EAGAIN &&
+	       now() < end) {
 		fi_cq_read(core_side.cq, NULL, 0);
 		fi_cq_read(s->cq, NULL, 0);
 	}
 	CHK(r);
+}
+
+static uint64_t hello_answers(struct side *s, struct side *claimed,
+			      fi_addr_t target, const void *addr, size_t len,
+			      bool to_us)
+{
+	static uint8_t ack[MRL_CTRL_BUF_SIZE];
+	const struct mrl_ctrl_msg *a = (const void *) ack;
+	struct fi_multirail_rail_stats st;
+	struct fi_cq_tagged_entry e;
+	bool acked = false;
+	uint64_t got, sent;
+	double end;
+
+	CHK(ops->rail_stats(s->ep, 0, &st));
+	got = st.ctrl_received;
+	sent = st.ctrl_sent;
+	if (to_us)
+		CHK(fi_trecv(core_side.ep, ack, sizeof(ack), NULL,
+			     FI_ADDR_UNSPEC, MRL_CTRL_TAG, 0, ack));
+	send_hello(s, target, addr, len);
 	for (end = now() + TIMEOUT_S; st.ctrl_received == got && now() < end;) {
 		fi_cq_read(s->cq, NULL, 0);
 		fi_cq_read(core_side.cq, NULL, 0);
