@@ -578,13 +578,17 @@ static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 	printf("ok 12 claimed senders; a known peer is still answered\n");
 }
 
-/* From the plain endpoint: a control message of type, as from claimed. */
-static void send_claim(fi_addr_t target, int type, const void *claimed,
-		       size_t len, uint64_t key, int32_t status)
+/*
+ * From the plain endpoint to target (on side s, which progresses too: the
+ * core connects to it on the first send): a control message of type, as
+ * from claimed.
+ */
+static void claim_to(struct side *s, fi_addr_t target, int type,
+		     const void *claimed, size_t len, uint64_t key,
+		     int32_t status)
 {
 	static uint8_t msg[MRL_CTRL_BUF_SIZE];
 	struct mrl_ctrl_msg *m = (struct mrl_ctrl_msg *) msg;
-	uint64_t got = stats(0).ctrl_received;
 	double end = now() + TIMEOUT_S;
 	ssize_t r;
 
@@ -600,9 +604,19 @@ static void send_claim(fi_addr_t target, int type, const void *claimed,
 			     target, MRL_CTRL_TAG, NULL)) == -FI_EAGAIN &&
 	       now() < end) {
 		fi_cq_read(core_side.cq, NULL, 0);
-		fi_cq_read(mr_side.cq, NULL, 0);
+		fi_cq_read(s->cq, NULL, 0);
 	}
 	CHK(r);
+}
+
+/* The same to mr_side, once it arrived there. */
+static void send_claim(fi_addr_t target, int type, const void *claimed,
+		       size_t len, uint64_t key, int32_t status)
+{
+	uint64_t got = stats(0).ctrl_received;
+	double end;
+
+	claim_to(&mr_side, target, type, claimed, len, key, status);
 	drain_core_sends(1);
 	for (end = now() + TIMEOUT_S;
 	     stats(0).ctrl_received == got && now() < end;)
@@ -776,31 +790,6 @@ static size_t liar_address(uint8_t *buf, size_t size)
  * HELLO_ACK (taken, so that no later receive on the tag finds it); else
  * the claimed peer's side progresses, so that an answer to it would go.
  */
-/* From the plain endpoint to s (target): a HELLO claiming addr. */
-static void send_hello(struct side *s, fi_addr_t target, const void *addr,
-		       size_t len)
-{
-	static uint8_t msg[MRL_CTRL_BUF_SIZE];
-	struct mrl_ctrl_msg *m = (struct mrl_ctrl_msg *) msg;
-	double end = now() + TIMEOUT_S;
-	ssize_t r;
-
-	memset(msg, 0, sizeof(msg));
-	m->magic = MRL_CTRL_MAGIC;
-	m->version = MRL_CTRL_VERSION;
-	m->type = MRL_CTRL_HELLO;
-	m->addrlen = len;
-	memcpy(m->payload, addr, len);
-	/* s progresses too: the core connects to it on the first send */
-	while ((r = fi_tsend(core_side.ep, msg, sizeof(*m) + len, NULL, target,
-			     MRL_CTRL_TAG, NULL)) == -FI_EAGAIN &&
-	       now() < end) {
-		fi_cq_read(core_side.cq, NULL, 0);
-		fi_cq_read(s->cq, NULL, 0);
-	}
-	CHK(r);
-}
-
 static uint64_t hello_answers(struct side *s, struct side *claimed,
 			      fi_addr_t target, const void *addr, size_t len,
 			      bool to_us)
@@ -819,7 +808,7 @@ static uint64_t hello_answers(struct side *s, struct side *claimed,
 	if (to_us)
 		CHK(fi_trecv(core_side.ep, ack, sizeof(ack), NULL,
 			     FI_ADDR_UNSPEC, MRL_CTRL_TAG, 0, ack));
-	send_hello(s, target, addr, len);
+	claim_to(s, target, MRL_CTRL_HELLO, addr, len, 0, 0);
 	for (end = now() + TIMEOUT_S; st.ctrl_received == got && now() < end;) {
 		fi_cq_read(s->cq, NULL, 0);
 		fi_cq_read(core_side.cq, NULL, 0);
