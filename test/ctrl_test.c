@@ -53,6 +53,8 @@ struct side {
 
 static struct side mr_side, core_side;
 static struct fi_multirail_ep_ops *ops;
+static const char *core_name;		/* the core under multirail */
+static const void *rail0_name;		/* the target's rail 0 address */
 
 static void open_side(struct side *s, const char *prov, const char *dom,
 		      uint64_t caps)
@@ -438,12 +440,12 @@ static void wildcard_recv_spares_control(fi_addr_t target, const void *name,
 }
 
 /*
- * Ask, as a plain core endpoint, for the rails' keys behind a key: the
- * answer's status and key count.  Our own composite address (one rail)
- * rides in the request, as a multirail peer's would.
+ * Ask, as the plain core endpoint of side s, for the rails' keys behind a
+ * key: the answer's status and key count.  Its own composite address (one
+ * rail) rides in the request, as a multirail peer's would.
  */
-static void ask_keys(fi_addr_t target, uint64_t key, int32_t *status,
-		     int *nkeys)
+static void ask_keys_from(struct side *s, fi_addr_t target, uint64_t key,
+			  int32_t *status, int *nkeys)
 {
 	static uint8_t req[MRL_CTRL_BUF_SIZE], resp[MRL_CTRL_BUF_SIZE];
 	struct mrl_ctrl_msg *m = (struct mrl_ctrl_msg *) req;
@@ -456,7 +458,7 @@ static void ask_keys(fi_addr_t target, uint64_t key, int32_t *status,
 	ssize_t r;
 
 	memset(req, 0, sizeof(req));
-	CHK(fi_getname(&core_side.ep->fid, hdr + 1, &alen));
+	CHK(fi_getname(&s->ep->fid, hdr + 1, &alen));
 	hdr->magic = MRL_ADDR_MAGIC;
 	hdr->version = MRL_ADDR_VERSION;
 	hdr->nrails = 1;
@@ -466,13 +468,20 @@ static void ask_keys(fi_addr_t target, uint64_t key, int32_t *status,
 	m->type = MRL_CTRL_KEY_REQ;
 	m->key = key;
 	m->addrlen = sizeof(*hdr) + alen;
-	CHK(fi_trecv(core_side.ep, resp, sizeof(resp), NULL, FI_ADDR_UNSPEC,
+	CHK(fi_trecv(s->ep, resp, sizeof(resp), NULL, FI_ADDR_UNSPEC,
 		     MRL_CTRL_TAG, 0, resp));
-	CHK(fi_tsend(core_side.ep, req, sizeof(*m) + m->addrlen, NULL, target,
-		     MRL_CTRL_TAG, req));
+	/* a first send to the target may wait for the core to connect */
+	for (end = now() + TIMEOUT_S;
+	     (r = fi_tsend(s->ep, req, sizeof(*m) + m->addrlen, NULL, target,
+			   MRL_CTRL_TAG, req)) == -FI_EAGAIN && now() < end;) {
+		fi_cq_read(mr_side.cq, NULL, 0);
+		fi_cq_read(s->cq, NULL, 0);
+	}
+	if (r)
+		die("key request: fi_tsend: %zd", r);
 	for (end = now() + TIMEOUT_S; !(got_send && got_recv) && now() < end;) {
 		fi_cq_read(mr_side.cq, NULL, 0);
-		r = fi_cq_read(core_side.cq, &e, 1);
+		r = fi_cq_read(s->cq, &e, 1);
 		if (r == 1) {
 			got_send |= e.op_context == req;
 			got_recv |= e.op_context == resp;
@@ -485,6 +494,12 @@ static void ask_keys(fi_addr_t target, uint64_t key, int32_t *status,
 		die("no KEY_RESP for key 0x%lx", (unsigned long) key);
 	*status = a->status;
 	*nkeys = a->nkeys;
+}
+
+static void ask_keys(fi_addr_t target, uint64_t key, int32_t *status,
+		     int *nkeys)
+{
+	ask_keys_from(&core_side, target, key, status, nkeys);
 }
 
 static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key);
@@ -517,9 +532,35 @@ static void keys_for_remote_access_only(fi_addr_t target)
 }
 
 /*
+ * A peer the target has never heard of asks for keys after the flood: the
+ * table is full of made-up senders, and the least recent must make room.
+ * The old bound refused every newcomer once full, so a few messages locked
+ * each later peer onto rail 0.
+ */
+static void a_newcomer_is_answered(const char *core, uint64_t remote_key,
+				   const void *rail0)
+{
+	struct side fresh;
+	fi_addr_t target;
+	int32_t status;
+	int n;
+
+	open_side(&fresh, core, "lo", FI_MSG | FI_TAGGED);
+	if (fi_av_insert(fresh.av, rail0, 1, &target, 0, NULL) != 1)
+		die("core fi_av_insert of rail 0's address");
+	ask_keys_from(&fresh, target, remote_key, &status, &n);
+	if (status || n != ops->rail_count(mr_side.ep))
+		die("a new peer after the claims: status %d, %d keys", status,
+		    n);
+	close_side(&fresh);
+	printf("ok a peer new to the full table is answered\n");
+}
+
+/*
  * Control messages claiming many senders that are not in the AV: the
- * endpoint learns at most FI_MULTIRAIL_MAX_LEARNED_PEERS of them (ctrl.sh
- * sets 4 and checks the warning); peers it knows still get answers.
+ * endpoint keeps at most FI_MULTIRAIL_MAX_LEARNED_PEERS of them (ctrl.sh
+ * sets 4 and checks the warning), the least recently heard from making
+ * room; peers it knew, and peers new to it, still get answers.
  */
 static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 {
@@ -576,6 +617,7 @@ static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 		die("a known peer after the claims: status %d, %d keys",
 		    status, n);
 	printf("ok 12 claimed senders; a known peer is still answered\n");
+	a_newcomer_is_answered(core_name, remote_key, rail0_name);
 }
 
 /*
@@ -993,6 +1035,8 @@ int main(void)
 	fab = strchr(mr_side.info->fabric_attr->name, '/');
 	snprintf(core, sizeof(core), "%s", fab ? fab + 1 : "tcp;ofi_rxm");
 	open_side(&core_side, core, "lo", FI_MSG | FI_TAGGED);
+	core_name = core;
+	rail0_name = (struct mrl_addr_hdr *) name + 1;
 	printf("multirail over %s, and a plain %s endpoint\n", core,
 	       core_side.info->fabric_attr->prov_name);
 	/* the target's rail 0, as a plain core peer */

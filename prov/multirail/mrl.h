@@ -300,6 +300,12 @@ struct mrl_peer {
 	uint32_t rails_up;		/* rails rails_up_ep sent RAIL_UP on */
 	struct mrl_ep *rails_up_ep;
 	bool visible;			/* inserted by the user */
+	bool learned;			/* from control messages alone, never
+					 * inserted: may be evicted */
+	uint64_t heard;			/* learned: the AV's clock at its last
+					 * message (the least recent goes) */
+	int ctrl_refs;			/* our control sends naming it, posted
+					 * or in the backlog */
 	fi_addr_t fi_addr;		/* user's handle, when visible */
 	fi_addr_t core_addr[MRL_MAX_RAILS];
 	fi_addr_t ctrl_addr;		/* its control endpoint (rail 0's AV) */
@@ -326,6 +332,8 @@ struct mrl_av {
 	int nbound;			/* endpoints bound: close is -FI_EBUSY */
 	bool hello_due;			/* a partial peer awaits its HELLO */
 	int nlearned;			/* peers not in the user's AV */
+	uint64_t clock;			/* counts control messages learned from */
+	uint64_t evicted;		/* learned peers that made room */
 };
 
 int mrl_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
@@ -645,6 +653,7 @@ void mrl_health_tick(struct mrl_ep *ep);
 void mrl_health_fail_unreachable(struct mrl_ep *ep);
 int mrl_health_rail_state(const struct mrl_ep *ep, int rail);
 void mrl_health_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
+void mrl_health_forget_peer(struct mrl_peer *peer);
 
 /* ---- locality (mrl_locality.c) ------------------------------------------ */
 

@@ -366,33 +366,100 @@ bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
 }
 
 /*
+ * A learned peer nothing refers to: no control message of ours to it posted
+ * or waiting, no probe or fence in flight, no endpoint greeting its rails.
+ * We only ever answer such a peer, so if it speaks again it is learned
+ * again; its core entries go with it.
+ */
+static bool evictable(const struct mrl_peer *peer)
+{
+	return peer->learned && !peer->ctrl_refs && !peer->rails_up_ep &&
+	       !peer->fence.inflight &&
+	       (peer->health ? !peer->health->probing : !peer->rails_down);
+}
+
+static void evict(struct mrl_av *av, size_t i)
+{
+	struct mrl_peer *peer = av->all[i];
+
+	remove_core(av, peer, 0, peer->nrails);
+	if (peer->ctrl_addr != FI_ADDR_NOTAVAIL)
+		fi_av_remove(av->core[0], &peer->ctrl_addr, 1, 0);
+	mrl_health_forget_peer(peer);
+	mrl_peer_free(peer);
+	av->all[i] = av->all[--av->nall];
+	av->nlearned--;
+	av->evicted++;
+}
+
+/*
+ * The table of learned peers is full: the one heard from least recently
+ * that nothing refers to makes room.  A bound that refused newcomers would
+ * let anyone who reaches rail 0 fill it with made-up senders and lock
+ * every later peer out of its keys (onto rail 0 for good).  Warned the
+ * 1st, 2nd, 4th... time.
+ */
+static bool make_room(struct mrl_av *av)
+{
+	size_t i, victim = av->nall;
+
+	for (i = 0; i < av->nall; i++) {
+		if (evictable(av->all[i]) && (victim == av->nall ||
+		    av->all[i]->heard < av->all[victim]->heard))
+			victim = i;
+	}
+	if (victim == av->nall) {
+		MRL_WARN_ONCE(FI_LOG_AV, "learned-peer table full (%d, "
+			      "FI_MULTIRAIL_MAX_LEARNED_PEERS) and every entry "
+			      "in use: a control message from a peer not in "
+			      "the AV dropped\n", mrl_params.max_learned);
+		return false;
+	}
+	evict(av, victim);
+	if (!(av->evicted & (av->evicted - 1)))
+		MRL_WARN(FI_LOG_AV, "learned-peer table full (%d, "
+			 "FI_MULTIRAIL_MAX_LEARNED_PEERS): the peer heard from "
+			 "least recently was forgotten (%lu so far)\n",
+			 mrl_params.max_learned, (unsigned long) av->evicted);
+	return true;
+}
+
+static struct mrl_peer *learn_new(struct mrl_av *av, const void *addr,
+				  size_t len)
+{
+	struct mrl_peer *peer;
+	int ret;
+
+	if (av->nlearned >= mrl_params.max_learned && !make_room(av))
+		return NULL;
+	peer = new_peer(av, addr, len, &ret);
+	if (peer) {
+		peer->learned = true;
+		av->nlearned++;
+	}
+	return peer;
+}
+
+/*
  * A peer from a control message: known, upgraded, or new and hidden.  Any
  * process that reaches rail 0 can claim any address, so hidden peers are
- * bounded (FI_MULTIRAIL_MAX_LEARNED_PEERS).  ack_nonce: a HELLO_ACK's echo
- * of our nonce, else 0.
+ * bounded (FI_MULTIRAIL_MAX_LEARNED_PEERS, least recently heard from
+ * evicted).  ack_nonce: a HELLO_ACK's echo of our nonce, else 0.
  */
 struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len,
 			      uint32_t ack_nonce)
 {
 	struct mrl_peer *peer;
-	int ret;
 
 	if (mrl_av_check(av, addr, len))
 		return NULL;
 	len = addr_len(addr);
 	peer = find_peer(av, addr);
-	if (!peer) {
-		if (av->nlearned >= mrl_params.max_learned) {
-			MRL_WARN_ONCE(FI_LOG_AV, "learned-peer table full (%d, "
-				      "FI_MULTIRAIL_MAX_LEARNED_PEERS): control "
-				      "messages from peers not in the AV "
-				      "dropped\n", mrl_params.max_learned);
-			return NULL;
-		}
-		peer = new_peer(av, addr, len, &ret);
-		av->nlearned += !!peer;
-		return peer;
-	}
+	if (!peer)
+		peer = learn_new(av, addr, len);
+	if (!peer)
+		return NULL;
+	peer->heard = ++av->clock;
 	if (peer->partial && !may_complete(av, peer, ack_nonce)) {
 		MRL_WARN_ONCE(FI_LOG_AV, "a full address for a peer known by "
 			      "rail 0 alone, not in answer to our HELLO: not "
@@ -416,7 +483,7 @@ static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 		ret = adopt_inserted(av, peer, addr, len);
 		if (ret)
 			return ret;
-		learned = !peer->visible;
+		learned = peer->learned;
 	} else {
 		peer = new_peer(av, addr, len, &ret);
 		if (!peer)
@@ -432,7 +499,8 @@ static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 			return ret;
 		peer->visible = true;
 		peer->fi_addr = av->count;
-		av->nlearned -= learned;	/* now the user's */
+		peer->learned = false;		/* now the user's, for good */
+		av->nlearned -= learned;
 	}
 	av->table[av->count] = peer;
 	*out = av->count++;

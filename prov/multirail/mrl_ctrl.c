@@ -142,7 +142,14 @@ static uint32_t new_nonce(struct mrl_ep *ep)
 /* After the core endpoints are closed: nothing refers to the buffers. */
 void mrl_ctrl_fini(struct mrl_ep *ep)
 {
+	size_t i;
 	int r;
+
+	/* sends the core never gave back: their peers may go now */
+	for (i = 0; ep->ctrl_bufs && i < ep->ctrl_nbufs; i++) {
+		if (ep->ctrl_bufs[i].peer)
+			ep->ctrl_bufs[i].peer->ctrl_refs--;
+	}
 
 	for (r = 0; r < ep->nrails; r++) {
 		if (ep->rails[r].ctrl_mr)
@@ -154,8 +161,13 @@ void mrl_ctrl_fini(struct mrl_ep *ep)
 	ep->ctrl_enabled = false;
 }
 
+/* The send's buffer is free, and its peer no longer named by it. */
 void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
+	if (buf->peer) {
+		buf->peer->ctrl_refs--;
+		buf->peer = NULL;
+	}
 	buf->hdr.kind = MRL_REQ_CTRL_TX;
 	buf->next_free = ep->ctrl_tx_free;
 	ep->ctrl_tx_free = buf;
@@ -352,6 +364,7 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 	buf->len = len;
 	buf->rail = rail;
 	buf->peer = peer;
+	peer->ctrl_refs++;		/* it may not be evicted meanwhile */
 	buf->dest = ep->ctrl_ep ? peer->ctrl_addr : peer->core_addr[rail];
 
 	/* behind what still waits for this destination: each keeps its order */

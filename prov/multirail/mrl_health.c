@@ -432,3 +432,21 @@ void mrl_health_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
 	peer->rails_down = 0;
 	peer->refused_rails = 0;
 }
+
+/* peer leaves the AV: the counts its rails out of service held go too. */
+void mrl_health_forget_peer(struct mrl_peer *peer)
+{
+	struct mrl_peer_health *h = peer->health;
+	int r;
+
+	if (!h)
+		return;
+	if (peer->rails_down)
+		h->ep->sick_peers--;
+	for (r = 0; r < MRL_MAX_RAILS; r++)
+		if (peer->rails_down & bit(r))
+			h->ep->rails[r].peers_down--;
+	free(h);
+	peer->health = NULL;
+	peer->rails_down = 0;
+}

@@ -904,8 +904,8 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	{ "max_learned_peers", FI_PARAM_INT, &mrl_params.max_learned,
 	  1024, 0,
 	  "Most peers an endpoint's AV learns from control messages alone "
-	  "(peers that were not inserted; about 11 KB each): beyond, their "
-	  "messages are dropped and ops to them stay on rail 0" },
+	  "(peers that were not inserted; about 11 KB each): at the bound, "
+	  "the one heard from least recently is forgotten" },
 	{ "rail_timeout_ms", FI_PARAM_INT, &mrl_params.rail_timeout_ms,
 	  3000, 0,
 	  "A rail that holds chunks or fences and completes none, or "
