@@ -599,6 +599,7 @@ void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 /* ---- control channel ------------------------------------------------------ */
 
 int mrl_ctrl_init(struct mrl_ep *ep);
+void mrl_ctrl_forget_sends(struct mrl_ep *ep);
 void mrl_ctrl_fini(struct mrl_ep *ep);
 /* What a received control message taught: a target's keys, for RMA. */
 struct mrl_ctrl_learned {

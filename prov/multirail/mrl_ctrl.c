@@ -139,17 +139,26 @@ static uint32_t new_nonce(struct mrl_ep *ep)
 	return (uint32_t) (x >> 16) ?: 1;
 }
 
-/* After the core endpoints are closed: nothing refers to the buffers. */
-void mrl_ctrl_fini(struct mrl_ep *ep)
+/*
+ * The core endpoints are closed, with sends they never gave back: their
+ * peers may be evicted now.  Domain locked (another endpoint may be
+ * learning peers of the same AV).
+ */
+void mrl_ctrl_forget_sends(struct mrl_ep *ep)
 {
 	size_t i;
-	int r;
 
-	/* sends the core never gave back: their peers may go now */
 	for (i = 0; ep->ctrl_bufs && i < ep->ctrl_nbufs; i++) {
 		if (ep->ctrl_bufs[i].peer)
 			ep->ctrl_bufs[i].peer->ctrl_refs--;
+		ep->ctrl_bufs[i].peer = NULL;
 	}
+}
+
+/* After the core endpoints are closed: nothing refers to the buffers. */
+void mrl_ctrl_fini(struct mrl_ep *ep)
+{
+	int r;
 
 	for (r = 0; r < ep->nrails; r++) {
 		if (ep->rails[r].ctrl_mr)

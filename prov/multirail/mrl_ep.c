@@ -541,6 +541,7 @@ static int mrl_ep_close(struct fid *fid)
 	}
 	mrl_lock(ep->domain);
 	drop_remote_cntrs(ep);
+	mrl_ctrl_forget_sends(ep);
 	mrl_unlock(ep->domain);
 	mrl_ctrl_fini(ep);
 	close_rails(ep);
