@@ -12,7 +12,7 @@ for why in "another version of multirail's control protocol" \
 	   "not a multirail control message" "unknown message type" \
 	   "more keys than rails" "shorter than its contents" \
 	   "the core's receive failed" \
-	   "its source, a known peer, claims another peer's address"; do
+	   "it claims a known peer's address, and the core says it came from elsewhere"; do
 	if ! grep -q "control message dropped: $why" "$log"; then
 		echo "FAIL: no warning \"$why\""
 		exit 1

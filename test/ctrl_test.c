@@ -141,7 +141,8 @@ static size_t bad_message(int k, uint8_t *buf, const void *name,
 
 #define NKINDS 6
 
-static void drain_core_sends(int n)
+/* n sends of side s complete, the target progressing meanwhile */
+static void drain_sends_of(struct side *s, int n)
 {
 	struct fi_cq_tagged_entry e;
 	double end = now() + TIMEOUT_S;
@@ -149,7 +150,7 @@ static void drain_core_sends(int n)
 
 	while (n > 0 && now() < end) {
 		fi_cq_read(mr_side.cq, NULL, 0);	/* the target progresses */
-		r = fi_cq_read(core_side.cq, &e, 1);
+		r = fi_cq_read(s->cq, &e, 1);
 		if (r == 1)
 			n--;
 		else if (r != -FI_EAGAIN)
@@ -157,6 +158,11 @@ static void drain_core_sends(int n)
 	}
 	if (n)
 		die("%d core sends did not complete", n);
+}
+
+static void drain_core_sends(int n)
+{
+	drain_sends_of(&core_side, n);
 }
 
 static void send_bad_messages(fi_addr_t target, const void *name,
@@ -557,15 +563,19 @@ static void a_newcomer_is_answered(const char *core, uint64_t remote_key,
 }
 
 /*
- * Control messages claiming many senders that are not in the AV: the
- * endpoint keeps at most FI_MULTIRAIL_MAX_LEARNED_PEERS of them (ctrl.sh
- * sets 4 and checks the warning), the least recently heard from making
- * room; peers it knew, and peers new to it, still get answers.
+ * Control messages claiming many senders that are not in the AV, from an
+ * endpoint the target does not know (a known one claiming others is
+ * dropped outright): the endpoint keeps at most
+ * FI_MULTIRAIL_MAX_LEARNED_PEERS of them (ctrl.sh sets 4 and checks the
+ * warning), the least recently heard from making room; peers it knew, and
+ * peers new to it, still get answers.
  */
-static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
+static void learned_peers_bounded(fi_addr_t rail0, uint64_t remote_key)
 {
 	static uint8_t msgs[12][256];
 	uint64_t before = stats(0).ctrl_received;
+	struct side liar;
+	fi_addr_t target;
 	struct sockaddr_in *sin;
 	struct mrl_addr_hdr *hdr;
 	struct mrl_ctrl_msg *m;
@@ -573,6 +583,9 @@ static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 	double end;
 	int i, n;
 
+	open_side(&liar, core_name, "lo", FI_MSG | FI_TAGGED);
+	if (fi_av_insert(liar.av, rail0_name, 1, &target, 0, NULL) != 1)
+		die("core fi_av_insert of rail 0's address");
 	for (i = 0; i < 12; i++) {
 		m = (struct mrl_ctrl_msg *) msgs[i];
 		hdr = (struct mrl_addr_hdr *) m->payload;
@@ -589,10 +602,10 @@ static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 		sin->sin_port = htons(47900 + i);	/* nobody listens there */
 		sin->sin_addr.s_addr = htonl(0x7f000001);
 		end = now() + TIMEOUT_S;
-		while (fi_tsend(core_side.ep, m, sizeof(*m) + m->addrlen, NULL,
+		while (fi_tsend(liar.ep, m, sizeof(*m) + m->addrlen, NULL,
 				target, MRL_CTRL_TAG, NULL) == -FI_EAGAIN &&
 		       now() < end) {
-			fi_cq_read(core_side.cq, NULL, 0);
+			fi_cq_read(liar.cq, NULL, 0);
 			fi_cq_read(mr_side.cq, NULL, 0);
 		}
 		/*
@@ -602,7 +615,7 @@ static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 		 * unexpected wait (rxm_get_addr, under util_foreach_unspec).
 		 */
 		if (i % 4 == 3) {
-			drain_core_sends(4);
+			drain_sends_of(&liar, 4);
 			for (end = now() + TIMEOUT_S;
 			     stats(0).ctrl_received - before < (uint64_t) i + 1 &&
 			     now() < end;)
@@ -612,7 +625,8 @@ static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 	if (stats(0).ctrl_received - before != 12)
 		die("%lu of 12 claims received",
 		    (unsigned long) (stats(0).ctrl_received - before));
-	ask_keys(target, remote_key, &status, &n);
+	close_side(&liar);
+	ask_keys(rail0, remote_key, &status, &n);
 	if (status || n != ops->rail_count(mr_side.ep))
 		die("a known peer after the claims: status %d, %d keys",
 		    status, n);
@@ -874,42 +888,59 @@ static uint64_t hello_answers(struct side *s, struct side *claimed,
 }
 
 /*
- * With FI_SOURCE the core says which peer of the AV a message came from.
- * The plain endpoint, inserted as a peer, claims to be another multirail
- * peer (a HELLO with that peer's address): dropped, nothing answered.  A
- * HELLO with its own address is answered.
+ * Rail 0's core reports where each message came from (multirail asks it
+ * for sources whether or not the user did: caps with or without
+ * FI_SOURCE).  To a multirail endpoint that inserted another multirail
+ * peer: the plain endpoint, unknown to it, claims to be that peer (a HELLO
+ * with its address): dropped, nothing answered; then, inserted as a peer
+ * itself, claims it again: dropped.  A HELLO with its own address is
+ * answered.  Before the core was asked for sources, the first was answered
+ * with or without FI_SOURCE, the second without.
  */
-static void known_peer_cannot_claim_another(void)
+static void claims_checked_by_source(uint64_t caps, const char *how)
 {
 	static uint8_t name[4096], liar[512], other[4096];
 	size_t namelen = sizeof(name), olen = sizeof(other), llen;
-	fi_addr_t target, as_peer;
+	fi_addr_t target, as_peer, other_peer;
 	struct side s, a;
 	uint64_t n;
 
-	open_side(&s, "multirail", NULL,
-		  FI_MSG | FI_TAGGED | FI_RMA | FI_SOURCE);
+	open_side(&s, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA | caps);
 	open_side(&a, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA);
 	CHK(fi_getname(&s.ep->fid, name, &namelen));
 	CHK(fi_getname(&a.ep->fid, other, &olen));
 	if (fi_av_insert(core_side.av, (struct mrl_addr_hdr *) name + 1, 1,
 			 &target, 0, NULL) != 1)
-		die("core fi_av_insert of the FI_SOURCE side's rail 0");
+		die("core fi_av_insert of the multirail side's rail 0");
+	if (fi_av_insert(s.av, other, 1, &other_peer, 0, NULL) != 1)
+		die("fi_av_insert of the other multirail peer");
+	n = hello_answers(&s, &a, target, other, olen, false);
+	if (n)
+		die("%s: an unknown sender claiming an inserted peer's address "
+		    "was answered (%lu control message(s) sent)", how,
+		    (unsigned long) n);
 	llen = liar_address(liar, sizeof(liar));
 	if (fi_av_insert(s.av, liar, 1, &as_peer, 0, NULL) != 1)
 		die("fi_av_insert of the plain endpoint as a peer");
 	n = hello_answers(&s, &a, target, other, olen, false);
 	if (n)
-		die("a known peer claiming another's address was answered "
-		    "(%lu control message(s) sent)", (unsigned long) n);
+		die("%s: a known peer claiming another's address was answered "
+		    "(%lu control message(s) sent)", how, (unsigned long) n);
 	n = hello_answers(&s, NULL, target, liar, llen, true);
 	if (n != 1)
-		die("a known peer's HELLO as itself: %lu answers, 1 due",
-		    (unsigned long) n);
-	printf("ok with FI_SOURCE, a known peer claiming another's address "
-	       "is dropped; as itself, answered\n");
+		die("%s: a known peer's HELLO as itself: %lu answers, 1 due",
+		    how, (unsigned long) n);
+	printf("ok %s: a claim of an inserted peer's address from an unknown "
+	       "sender, or from another known peer, is dropped; as itself, "
+	       "answered\n", how);
 	close_side(&a);
 	close_side(&s);
+}
+
+static void known_peer_cannot_claim_another(void)
+{
+	claims_checked_by_source(FI_SOURCE, "with FI_SOURCE");
+	claims_checked_by_source(0, "without FI_SOURCE");
 }
 
 /* A TCP port that takes connections into its backlog and never answers. */

@@ -131,7 +131,8 @@ int mrl_getinfo(uint32_t version, const char *node, const char *service,
 		struct fi_info **info);
 int mrl_core_getinfo_rail(uint32_t version, const char *core_name,
 			  const char *core_fabric, const char *domain_name,
-			  const struct fi_info *info, struct fi_info **core);
+			  const struct fi_info *info, bool source,
+			  struct fi_info **core);
 int mrl_parse_fabric_name(const char *name, char *core, size_t len,
 			  char *fabric, size_t flen);
 int mrl_split_rails(const char *domain_name, char ***names);
@@ -179,6 +180,8 @@ struct mrl_domain {
 	size_t cq_data_size;
 	bool key_has_gen;		/* 32-bit core keys: key = gen|key0 */
 	bool ctrl_own_ep;		/* no FI_TAGGED: a control endpoint */
+	bool src0;			/* rail 0's core reports sources
+					 * (FI_SOURCE): control claims checked */
 	bool rma_one_iov;		/* one local iov per core RMA */
 	bool fence_by_read;		/* flush a rail by reading (shm) */
 	uint32_t key_gen;
@@ -340,10 +343,17 @@ int mrl_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 		struct fid_av **av, void *context);
 struct mrl_peer *mrl_av_peer(struct mrl_av *av, fi_addr_t addr);
 fi_addr_t mrl_av_src_addr(struct mrl_av *av, fi_addr_t core_addr0);
+/* Where a control message came from, as far as we can tell. */
+struct mrl_ctrl_from {
+	fi_addr_t src;			/* the core's source, rail 0's AV */
+	bool checked;			/* the core reports sources */
+	uint32_t ack_nonce;		/* a HELLO_ACK's echo of ours, else 0 */
+};
+
 struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr,
-			      size_t len, uint32_t ack_nonce);
+			      size_t len, const struct mrl_ctrl_from *from);
 bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
-		       fi_addr_t src);
+		       const struct mrl_ctrl_from *from);
 int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from);
 
 /* ---- completion queue / counter / eq ------------------------------------ */
@@ -541,6 +551,8 @@ struct mrl_ep {
 	bool enable_failed;		/* with receives posted: close only */
 	bool in_progress;
 	bool want_src;			/* FI_SOURCE: cores' sources wanted */
+	bool src0;			/* rail 0's sources read (the domain's
+					 * src0): control claims checked */
 	uint64_t now_ns;		/* the clock at the last health tick */
 	int health_ticks;		/* progress calls since */
 	int sick_peers;			/* peers with a rail down we probe */

@@ -413,30 +413,40 @@ static struct fi_info *find_rail(struct fi_info *list, const char *core_name,
 	return NULL;
 }
 
-/* The core's entry for one rail, as fi_domain/fi_endpoint open it. */
+/*
+ * The core's entry for one rail, as fi_domain/fi_endpoint open it.  Wished
+ * for, where the core has them: FI_TAGGED (our control messages apart from
+ * the user's) and, on rail 0 (with source), FI_SOURCE, so that a control
+ * message's claimed sender is checked against the core's word on where it
+ * came from (mrl_av_claim_from), whether or not the user asked for sources.
+ */
 int mrl_core_getinfo_rail(uint32_t version, const char *core_name,
 			  const char *core_fabric, const char *domain_name,
-			  const struct fi_info *info, struct fi_info **core)
+			  const struct fi_info *info, bool source,
+			  struct fi_info **core)
 {
-	struct fi_info *hints, *list = NULL, *fi;
-	int ret;
+	uint64_t wishes[] = { FI_TAGGED | (source ? FI_SOURCE : 0), FI_TAGGED,
+			      source ? FI_SOURCE : 0, 0 };
+	uint64_t must = info->caps & (FI_MULTI_RECV | FI_SOURCE | FI_HMEM |
+				      FI_TAGGED);
+	struct fi_info *hints, *list = NULL, *fi = NULL;
+	size_t i;
+	int ret = 0;
 
 	hints = mrl_core_hints(info, core_name);
 	if (!hints)
 		return -FI_ENOMEM;
 	hints->domain_attr->name = strdup(domain_name);
 	hints->domain_attr->mr_mode = info->domain_attr->mr_mode & ~FI_MR_RAW;
-	hints->caps |= info->caps & (FI_MULTI_RECV | FI_SOURCE | FI_HMEM);
-	/* tagged messages carry our control where the core has them */
-	hints->caps |= FI_TAGGED;
-	ret = fi_getinfo(version, NULL, NULL, MRL_GETINFO_HIDDEN, hints, &list);
-	fi = find_rail(ret ? NULL : list, core_name, core_fabric, domain_name);
-	if (!fi && !(info->caps & FI_TAGGED)) {
+	for (i = 0; !fi && i < sizeof(wishes) / sizeof(wishes[0]); i++) {
+		if (i && wishes[i] == wishes[i - 1])
+			continue;
 		fi_freeinfo(list);
 		list = NULL;
-		hints->caps &= ~FI_TAGGED;
-		ret = fi_getinfo(version, NULL, NULL, MRL_GETINFO_HIDDEN, hints,
-				 &list);
+		hints->caps = (hints->caps & ~(FI_TAGGED | FI_SOURCE)) | must |
+			      wishes[i];
+		ret = fi_getinfo(version, NULL, NULL, MRL_GETINFO_HIDDEN,
+				 hints, &list);
 		fi = find_rail(ret ? NULL : list, core_name, core_fabric,
 			       domain_name);
 	}

@@ -159,13 +159,18 @@ static void remove_core(struct mrl_av *av, struct mrl_peer *peer, int from,
 	}
 }
 
-/* Insert the peer's rails [from, nrails) into the rails' core AVs; on
- * failure none of them stays. */
+/*
+ * Insert the peer's rails [from, nrails) into the rails' core AVs, those
+ * not there yet; on failure none of them stays.  A learned peer is only
+ * ever answered, on rail 0: its other rails wait until the user inserts it.
+ */
 int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from)
 {
-	int r, ret;
+	int to = peer->learned ? 1 : peer->nrails, r, ret;
 
-	for (r = from; r < peer->nrails; r++) {
+	for (r = from; r < to; r++) {
+		if (peer->core_addr[r] != FI_ADDR_NOTAVAIL)
+			continue;
 		ret = fi_av_insert(av->core[r], mrl_addr_rail(peer->addr, r), 1,
 				   &peer->core_addr[r], 0, NULL);
 		if (ret != 1) {
@@ -288,7 +293,7 @@ static int adopt_inserted(struct mrl_av *av, struct mrl_peer *peer,
 }
 
 static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
-				 size_t len, int *err)
+				 size_t len, bool learned, int *err)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 	struct mrl_peer *peer;
@@ -312,6 +317,7 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
 	peer->peer_nrails = hdr->nrails;
 	peer->nrails = hdr->nrails < av->nrails ? hdr->nrails : av->nrails;
 	peer->fi_addr = FI_ADDR_NOTAVAIL;
+	peer->learned = learned;
 	for (r = 0; r < MRL_MAX_RAILS; r++)
 		peer->core_addr[r] = FI_ADDR_NOTAVAIL;
 	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
@@ -330,39 +336,55 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
  * May a full address from a control message complete a peer we know by
  * rail 0 alone?  Any process that reaches rail 0 can claim that rail with
  * others of its own, so only the HELLO_ACK echoing our HELLO's nonce (sent
- * to the peer's own rail 0) may; where no HELLO could be sent (a partial
- * address without the peer's control endpoint, efa-direct), the peer's
- * own first message is all there is, and is taken.
+ * to the peer's own rail 0) may.  Where no HELLO can be sent (a partial
+ * address without the peer's control endpoint, efa-direct), the peer's own
+ * message may: one the core says came from its rail 0 (control messages
+ * leave from there, mrl_ctrl.c); with no sources to check, the first.
  */
-static bool may_complete(const struct mrl_av *av,
-			 const struct mrl_peer *peer, uint32_t ack_nonce)
+static bool may_complete(const struct mrl_av *av, const struct mrl_peer *peer,
+			 const struct mrl_ctrl_from *from)
 {
 	if (av->domain->ctrl_own_ep && !mrl_addr_ctrl(peer->addr))
-		return true;
-	return peer->hello_nonce && ack_nonce == peer->hello_nonce;
+		return !from->checked || from->src == peer->core_addr[0];
+	return peer->hello_nonce && from->ack_nonce == peer->hello_nonce;
+}
+
+static struct mrl_peer *peer_at(const struct mrl_av *av, fi_addr_t core0)
+{
+	size_t i;
+
+	for (i = 0; i < av->nall; i++) {
+		if (av->all[i]->core_addr[0] == core0 ||
+		    av->all[i]->ctrl_addr == core0)
+			return av->all[i];
+	}
+	return NULL;
 }
 
 /*
- * May a control message claiming to come from addr have come from src (its
- * source in rail 0's AV, as the core reports it with FI_SOURCE)?  A sender
- * the core does not know (FI_ADDR_NOTAVAIL: not in our AV, or no
- * FI_SOURCE) cannot be checked; one it knows must be the peer it claims to
- * be, by rail 0 or, over efa-direct, by its control endpoint.
+ * May a control message claiming to come from addr have come from where the
+ * core says (from->src, in rail 0's AV)?  Rail 0's core reports sources
+ * whenever it can (from->checked; mrl_core_getinfo_rail asks it to), and a
+ * peer we know sends its control messages from its rail 0, so:
+ *   - a sender we know must claim its own address;
+ *   - a peer the user inserted speaks from its own rail 0: a claim of its
+ *     address from a sender the core does not know is a lie;
+ *   - an unknown sender claiming an unknown address, or a learned one, may
+ *     be learned, provisionally (mrl_av_learn: bounded, and replaced by
+ *     what the user inserts; answers go to the claimed address anyway).
  */
 bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
-		       fi_addr_t src)
+		       const struct mrl_ctrl_from *from)
 {
-	struct mrl_peer *p;
-	size_t i;
+	struct mrl_peer *claimed, *sender;
 
-	if (src == FI_ADDR_NOTAVAIL || mrl_av_check(av, addr, len))
-		return true;	/* unknown sender, or learn refuses it */
-	for (i = 0; i < av->nall; i++) {
-		p = av->all[i];
-		if (p->core_addr[0] == src || p->ctrl_addr == src)
-			return find_peer(av, addr) == p;
-	}
-	return true;
+	if (!from->checked || mrl_av_check(av, addr, len))
+		return true;	/* no source to check, or learn refuses it */
+	claimed = find_peer(av, addr);
+	sender = from->src == FI_ADDR_NOTAVAIL ? NULL : peer_at(av, from->src);
+	if (sender)
+		return sender == claimed;
+	return !claimed || !claimed->visible;
 }
 
 /*
@@ -378,13 +400,17 @@ static bool evictable(const struct mrl_peer *peer)
 	       (peer->health ? !peer->health->probing : !peer->rails_down);
 }
 
+/*
+ * Its rail-0 entry stays in the core's AV: a peer that writes to us without
+ * being in the user's AV has connections the core ties to that entry, and
+ * removing it would cut them under its operations.  So a made-up sender
+ * costs the core one AV entry; a real one, nothing the core did not hold
+ * already for its connection.
+ */
 static void evict(struct mrl_av *av, size_t i)
 {
 	struct mrl_peer *peer = av->all[i];
 
-	remove_core(av, peer, 0, peer->nrails);
-	if (peer->ctrl_addr != FI_ADDR_NOTAVAIL)
-		fi_av_remove(av->core[0], &peer->ctrl_addr, 1, 0);
 	mrl_health_forget_peer(peer);
 	mrl_peer_free(peer);
 	av->all[i] = av->all[--av->nall];
@@ -432,11 +458,8 @@ static struct mrl_peer *learn_new(struct mrl_av *av, const void *addr,
 
 	if (av->nlearned >= mrl_params.max_learned && !make_room(av))
 		return NULL;
-	peer = new_peer(av, addr, len, &ret);
-	if (peer) {
-		peer->learned = true;
-		av->nlearned++;
-	}
+	peer = new_peer(av, addr, len, true, &ret);
+	av->nlearned += !!peer;
 	return peer;
 }
 
@@ -444,10 +467,10 @@ static struct mrl_peer *learn_new(struct mrl_av *av, const void *addr,
  * A peer from a control message: known, upgraded, or new and hidden.  Any
  * process that reaches rail 0 can claim any address, so hidden peers are
  * bounded (FI_MULTIRAIL_MAX_LEARNED_PEERS, least recently heard from
- * evicted).  ack_nonce: a HELLO_ACK's echo of our nonce, else 0.
+ * evicted).
  */
 struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len,
-			      uint32_t ack_nonce)
+			      const struct mrl_ctrl_from *from)
 {
 	struct mrl_peer *peer;
 
@@ -460,7 +483,7 @@ struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len,
 	if (!peer)
 		return NULL;
 	peer->heard = ++av->clock;
-	if (peer->partial && !may_complete(av, peer, ack_nonce)) {
+	if (peer->partial && !may_complete(av, peer, from)) {
 		MRL_WARN_ONCE(FI_LOG_AV, "a full address for a peer known by "
 			      "rail 0 alone, not in answer to our HELLO: not "
 			      "taken\n");
@@ -471,11 +494,22 @@ struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len,
 	return peer;
 }
 
+/* A learned peer the user inserts is the user's for good, on all its rails. */
+static void adopt_learned(struct mrl_av *av, struct mrl_peer *peer)
+{
+	peer->learned = false;
+	av->nlearned--;
+	if (mrl_av_insert_core(av, peer, 1)) {
+		MRL_WARN(FI_LOG_AV, "could not reach a peer's other rails: "
+			 "ops to it stay on rail 0\n");
+		peer->nrails = 1;
+	}
+}
+
 static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 {
 	size_t len = addr_len(addr);
 	struct mrl_peer *peer;
-	bool learned = false;
 	int ret;
 
 	peer = find_peer(av, addr);
@@ -483,9 +517,8 @@ static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 		ret = adopt_inserted(av, peer, addr, len);
 		if (ret)
 			return ret;
-		learned = peer->learned;
 	} else {
-		peer = new_peer(av, addr, len, &ret);
+		peer = new_peer(av, addr, len, false, &ret);
 		if (!peer)
 			return ret;
 	}
@@ -497,10 +530,10 @@ static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 		ret = set_rev0(av, peer->core_addr[0], av->count);
 		if (ret)
 			return ret;
+		if (peer->learned)
+			adopt_learned(av, peer);
 		peer->visible = true;
 		peer->fi_addr = av->count;
-		peer->learned = false;		/* now the user's, for good */
-		av->nlearned -= learned;
 	}
 	av->table[av->count] = peer;
 	*out = av->count++;

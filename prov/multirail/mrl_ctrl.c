@@ -242,12 +242,18 @@ static void backlog_add(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	ep->ctrl_backlog_tail = &buf->next_free;
 }
 
+/*
+ * Where the core has no FI_TAGGED, messages go to the peer's control
+ * endpoint but leave from our rail 0's: the source the peer's core reports
+ * is then an address it knows for us, and checks our claim against
+ * (mrl_av_claim_from), where our control endpoint's may be unknown to it.
+ */
 static ssize_t post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	ssize_t ret;
 
 	ret = ep->ctrl_ep ?
-	      fi_send(ep->ctrl_ep, buf->data, buf->len, ctrl_desc(ep, 0),
+	      fi_send(ep->rails[0].ep, buf->data, buf->len, ctrl_desc(ep, 0),
 		      buf->dest, &buf->hdr) :
 	      fi_tsend(ep->rails[buf->rail].ep, buf->data, buf->len,
 		       ctrl_desc(ep, buf->rail), buf->dest, MRL_CTRL_TAG,
@@ -603,8 +609,8 @@ static const char *const drop_reason[MRL_CTRL_DROP_KINDS] = {
 	[MRL_CTRL_DROP_NO_AV] = "no AV bound",
 	[MRL_CTRL_DROP_RX_FAILED] = "the core's receive failed (longer than "
 				    "a control buffer?)",
-	[MRL_CTRL_DROP_CLAIM] = "its source, a known peer, claims another "
-				"peer's address",
+	[MRL_CTRL_DROP_CLAIM] = "it claims a known peer's address, and the "
+				"core says it came from elsewhere",
 };
 
 /* Why a received message cannot be used, or MRL_CTRL_OK. */
@@ -632,20 +638,20 @@ static void dropped(struct mrl_ep *ep, int why, const struct mrl_ctrl_msg *msg)
 }
 
 static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
-		   size_t len, fi_addr_t src, struct mrl_ctrl_learned *learned)
+		   size_t len, const struct mrl_ctrl_from *from,
+		   struct mrl_ctrl_learned *learned)
 {
 	int why = malformed(ep, msg, len);
 	struct mrl_peer *peer;
 
 	if (why == MRL_CTRL_OK &&
-	    !mrl_av_claim_from(ep->av, msg->payload, msg->addrlen, src))
+	    !mrl_av_claim_from(ep->av, msg->payload, msg->addrlen, from))
 		why = MRL_CTRL_DROP_CLAIM;
 	if (why != MRL_CTRL_OK) {
 		dropped(ep, why, msg);
 		return;
 	}
-	peer = mrl_av_learn(ep->av, msg->payload, msg->addrlen,
-			    msg->type == MRL_CTRL_HELLO_ACK ? msg->nonce : 0);
+	peer = mrl_av_learn(ep->av, msg->payload, msg->addrlen, from);
 	if (!peer) {
 		MRL_WARN_ONCE(FI_LOG_EP_CTRL, "control message from an unusable "
 			      "address dropped\n");
@@ -669,6 +675,13 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 	}
 }
 
+static uint32_t hello_ack_nonce(const struct mrl_ctrl_buf *buf)
+{
+	const struct mrl_ctrl_msg *msg = (const void *) buf->data;
+
+	return msg->type == MRL_CTRL_HELLO_ACK ? msg->nonce : 0;
+}
+
 /*
  * A control message arrived, or its receive failed; the buffer is posted
  * again whatever happened, but for cancellation at close: anyone who can
@@ -689,8 +702,14 @@ void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 		dropped(ep, MRL_CTRL_DROP_RX_FAILED,
 			(const struct mrl_ctrl_msg *) buf->data);
 	} else {
-		handle(ep, (const struct mrl_ctrl_msg *) buf->data, len,
-		       src, learned);
+		struct mrl_ctrl_from from = {
+			.src = src,
+			.checked = ep->src0 && !buf->rail,
+			.ack_nonce = hello_ack_nonce(buf),
+		};
+
+		handle(ep, (const struct mrl_ctrl_msg *) buf->data, len, &from,
+		       learned);
 	}
 	post_rx(ep, buf);
 }

@@ -108,7 +108,7 @@ static int open_rail(struct mrl_domain *dom, int i, const char *name)
 	ret = mrl_core_getinfo_rail(dom->fabric->version,
 				    dom->fabric->core_name,
 				    dom->fabric->core_fabric, name, dom->info,
-				    &rail->info);
+				    i == 0, &rail->info);
 	if (ret)
 		return ret;
 	ret = fi_fabric(rail->info->fabric_attr, &rail->fabric, NULL);
@@ -144,6 +144,7 @@ static void domain_attrs(struct mrl_domain *dom)
 	dom->key_has_gen = core->domain_attr->mr_key_size &&
 			   core->domain_attr->mr_key_size <= 4;
 	dom->ctrl_own_ep = !(core->caps & FI_TAGGED);
+	dom->src0 = !!(core->caps & FI_SOURCE);
 	/*
 	 * fi_info says nothing of the local iovs one RMA may take.  efa-direct
 	 * takes one (efa_io_defs.h); a core of one remote iov is taken to be

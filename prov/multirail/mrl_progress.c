@@ -45,7 +45,8 @@ void mrl_remote_event(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
 /*
  * The target's keys, once learned, let waiting ops spread over its rails.
  * The source (FI_SOURCE) checks a message's claimed sender: rail 0's only,
- * the AV the claims are looked up in.
+ * the AV the claims are looked up in (mrl_ctrl_rx knows whether the core
+ * reports sources there).
  */
 static void ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 		    int rail, fi_addr_t core_src, int err)
@@ -58,10 +59,14 @@ static void ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 		mrl_rma_keys_learned(ep, learned.peer, learned.keys);
 }
 
-/* The user's fi_addr of a rail-0 completion's source, if asked for. */
+/*
+ * The user's fi_addr of a rail-0 completion's source, if asked for (rail
+ * 0's are read for control claims too, and a core may leave a transmit's
+ * or a remote event's untouched).
+ */
 static fi_addr_t user_src(struct mrl_ep *ep, int rail, fi_addr_t core_src)
 {
-	if (rail || !ep->av || core_src == FI_ADDR_NOTAVAIL)
+	if (rail || !ep->want_src || !ep->av || core_src == FI_ADDR_NOTAVAIL)
 		return FI_ADDR_NOTAVAIL;
 	return mrl_av_src_addr(ep->av, core_src);
 }
@@ -147,11 +152,18 @@ static void read_err(struct mrl_ep *ep, int rail)
 #define MRL_CQ_BATCH		32
 #define MRL_CQ_ROUNDS		8
 
+/* Are rail's sources read: the user's FI_SOURCE, or rail 0's claims. */
+static inline bool reads_src(const struct mrl_ep *ep, int rail)
+{
+	return ep->want_src || (!rail && ep->src0);
+}
+
 /*
  * One batch of rail's core completions into e and src: how many, 0 when
  * none, -FI_EAGAIN after handing on an error entry (read again).
- * Sources only when the user asked for them: reading them costs every
- * poll, and a core without FI_SOURCE leaves src untouched.
+ * Sources where reads_src says.  A core without FI_SOURCE leaves src
+ * untouched, hence NOTAVAIL first for the user's; rail 0's own (control
+ * claims) come from a core with FI_SOURCE, which sets a receive's.
  */
 static inline __attribute__((always_inline))
 ssize_t read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
@@ -162,10 +174,11 @@ ssize_t read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 	if (ep->want_src) {
 		for (i = 0; i < MRL_CQ_BATCH; i++)
 			src[i] = FI_ADDR_NOTAVAIL;
-		n = fi_cq_readfrom(ep->rails[rail].cq, e, MRL_CQ_BATCH, src);
-	} else {
-		n = fi_cq_read(ep->rails[rail].cq, e, MRL_CQ_BATCH);
 	}
+	if (reads_src(ep, rail))
+		n = fi_cq_readfrom(ep->rails[rail].cq, e, MRL_CQ_BATCH, src);
+	else
+		n = fi_cq_read(ep->rails[rail].cq, e, MRL_CQ_BATCH);
 	if (n == -FI_EAVAIL) {
 		read_err(ep, rail);
 		return -FI_EAGAIN;
@@ -181,7 +194,8 @@ static void dispatch_all(struct mrl_ep *ep, int rail,
 
 	for (i = 0; i < n; i++)
 		dispatch(ep, rail, &e[i],
-			 ep->want_src ? src[i] : FI_ADDR_NOTAVAIL, 0, NULL);
+			 reads_src(ep, rail) ? src[i] : FI_ADDR_NOTAVAIL, 0,
+			 NULL);
 }
 
 static void progress_rail(struct mrl_ep *ep, int rail)
