@@ -148,6 +148,8 @@ struct emu_req {
 	int pending;			/* core operations outstanding */
 	int err, prov_errno;
 	uint64_t hold_until_ns;		/* a stalled NIC: completion held */
+	struct emu_req *live_next;	/* the endpoint's requests not yet */
+	struct emu_req **live_pprev;	/* done: freed at its close */
 };
 
 /* A posted RMA held back to be placed after a later one (no ordering). */
@@ -179,6 +181,7 @@ struct emu_ep {
 	struct emu_xfer *xfers;		/* staged RMAs under way, in order */
 	void *hdr_rx;			/* their header receives */
 	struct fid_mr *hdr_mr;
+	struct emu_req *live;		/* requests the core may still hold */
 };
 
 int emu_getinfo(uint32_t version, const char *node, const char *service,
@@ -195,6 +198,7 @@ int emu_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 void emu_cq_push(struct emu_cq *cq, struct emu_comp *c);
 void emu_req_done(struct emu_req *req, const struct fi_cq_tagged_entry *e,
 		  fi_addr_t src);
+void emu_req_free(struct emu_req *req);
 void emu_ep_flush(struct emu_ep *ep);
 struct emu_mr *emu_mr_of(struct emu_domain *dom, void *desc);
 uint64_t emu_now_ns(void);

@@ -54,7 +54,7 @@ void emu_req_done(struct emu_req *req, const struct fi_cq_tagged_entry *e,
 		if (req->hold_until_ns > c->ready_ns)
 			c->ready_ns = req->hold_until_ns;
 	}
-	free(req);
+	emu_req_free(req);
 }
 
 static void core_entry(struct emu_cq *cq, const struct fi_cq_tagged_entry *e,

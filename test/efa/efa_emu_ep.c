@@ -39,6 +39,11 @@ static struct emu_req *req_new(struct emu_ep *ep, bool tx, void *context,
 
 	if (!req)
 		return NULL;
+	req->live_next = ep->live;
+	if (ep->live)
+		ep->live->live_pprev = &req->live_next;
+	req->live_pprev = &ep->live;
+	ep->live = req;
 	req->ep = ep;
 	req->context = context;
 	req->flags = cq_flags;
@@ -59,6 +64,18 @@ static struct emu_req *req_new(struct emu_ep *ep, bool tx, void *context,
 		}
 	}
 	return req;
+}
+
+/*
+ * A request's end.  The core drops what it held when its endpoint closes,
+ * with no completion: ep_close frees those from the endpoint's list.
+ */
+void emu_req_free(struct emu_req *req)
+{
+	*req->live_pprev = req->live_next;
+	if (req->live_next)
+		req->live_next->live_pprev = req->live_pprev;
+	free(req);
 }
 
 /*
@@ -246,7 +263,7 @@ static ssize_t post_msg(struct emu_ep *ep, bool tx, bool tagged,
 		ret = emu_hmem_msg_bounce(ep, tx, req, &m, &bounce_iov, desc,
 					  len);
 		if (ret) {
-			free(req);
+			emu_req_free(req);
 			return ret;
 		}
 	}
@@ -262,7 +279,7 @@ static ssize_t post_msg(struct emu_ep *ep, bool tx, bool tagged,
 	if (ret) {
 		if (req->bounce)
 			emu_hmem_req_done(req, NULL);
-		free(req);
+		emu_req_free(req);
 	}
 	return ret;
 }
@@ -744,14 +761,14 @@ static ssize_t post_rma_msg(struct emu_ep *ep, bool write,
 		ret = emu_hmem_rma(ep, write, r.iov, r.count, &r.rma, r.addr,
 				   r.data, flags, r.req);
 		if (ret)
-			free(r.req);
+			emu_req_free(r.req);
 		return ret;
 	}
 	if (hold(ep, &r))
 		return 0;
 	ret = posted(ep, &r, post_rma(&r));
 	if (ret)
-		free(r.req);
+		emu_req_free(r.req);
 	return ret;
 }
 
@@ -942,10 +959,12 @@ static int ep_close(struct fid *fid)
 		struct emu_rma *r = ep->held;
 
 		ep->held = r->next;
-		free(r->req);
+		emu_req_free(r->req);
 		free(r);
 	}
 	emu_hmem_ep_close(ep);
+	while (ep->live)
+		emu_req_free(ep->live);
 	free(ep);
 	return 0;
 }

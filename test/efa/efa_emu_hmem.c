@@ -706,7 +706,7 @@ void emu_hmem_ep_close(struct emu_ep *ep)
 		struct emu_xfer *x = ep->xfers;
 
 		if (x->user)
-			free(x->user);
+			emu_req_free(x->user);
 		x->user = NULL;
 		xfer_free(x);
 	}
