@@ -391,7 +391,7 @@ bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
  * A learned peer nothing refers to: no control message of ours to it posted
  * or waiting, no probe or fence in flight, no endpoint greeting its rails.
  * We only ever answer such a peer, so if it speaks again it is learned
- * again; its core entries go with it.
+ * again.
  */
 static bool evictable(const struct mrl_peer *peer)
 {
