@@ -107,6 +107,10 @@ echo "ok GPU 4: first domain $got"
 )
 done
 
+# Over efa-direct a peer known by rail 0 alone is completed only by a
+# message its own rail 0 sent: a liar's claim of it, first, is not taken.
+(unset FI_PROVIDER; FI_MULTIRAIL_CORE_FABRIC=efa-direct run ./test/claim_test)
+
 # GPU memory's path across the emulated testbed (root, netns, tc tbf; else
 # skipped): the NICs are 4 veth rails of 1000 Mbit/s between two network
 # namespaces, every RMA carried as device memory is (FI_EFA_EMU_HMEM=all:
