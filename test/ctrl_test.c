@@ -570,12 +570,12 @@ static void a_newcomer_is_answered(const char *core, uint64_t remote_key,
  * warning), the least recently heard from making room; peers it knew, and
  * peers new to it, still get answers.
  */
-static void learned_peers_bounded(fi_addr_t rail0, uint64_t remote_key)
+static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 {
 	static uint8_t msgs[12][256];
 	uint64_t before = stats(0).ctrl_received;
 	struct side liar;
-	fi_addr_t target;
+	fi_addr_t liar_to_target;
 	struct sockaddr_in *sin;
 	struct mrl_addr_hdr *hdr;
 	struct mrl_ctrl_msg *m;
@@ -584,7 +584,8 @@ static void learned_peers_bounded(fi_addr_t rail0, uint64_t remote_key)
 	int i, n;
 
 	open_side(&liar, core_name, "lo", FI_MSG | FI_TAGGED);
-	if (fi_av_insert(liar.av, rail0_name, 1, &target, 0, NULL) != 1)
+	if (fi_av_insert(liar.av, rail0_name, 1, &liar_to_target, 0,
+			 NULL) != 1)
 		die("core fi_av_insert of rail 0's address");
 	for (i = 0; i < 12; i++) {
 		m = (struct mrl_ctrl_msg *) msgs[i];
@@ -603,8 +604,8 @@ static void learned_peers_bounded(fi_addr_t rail0, uint64_t remote_key)
 		sin->sin_addr.s_addr = htonl(0x7f000001);
 		end = now() + TIMEOUT_S;
 		while (fi_tsend(liar.ep, m, sizeof(*m) + m->addrlen, NULL,
-				target, MRL_CTRL_TAG, NULL) == -FI_EAGAIN &&
-		       now() < end) {
+				liar_to_target, MRL_CTRL_TAG,
+				NULL) == -FI_EAGAIN && now() < end) {
 			fi_cq_read(liar.cq, NULL, 0);
 			fi_cq_read(mr_side.cq, NULL, 0);
 		}
@@ -626,7 +627,7 @@ static void learned_peers_bounded(fi_addr_t rail0, uint64_t remote_key)
 		die("%lu of 12 claims received",
 		    (unsigned long) (stats(0).ctrl_received - before));
 	close_side(&liar);
-	ask_keys(rail0, remote_key, &status, &n);
+	ask_keys(target, remote_key, &status, &n);
 	if (status || n != ops->rail_count(mr_side.ep))
 		die("a known peer after the claims: status %d, %d keys",
 		    status, n);
