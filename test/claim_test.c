@@ -24,93 +24,56 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include "side.h"
 #include "util.h"
 
 #include "mrl_proto.h"
 #include "rdma/fi_ext_multirail.h"
 
-#define API		FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
 #define LEN		(1024 * 1024)	/* striped */
 #define TIMEOUT_S	10
 
-struct side {
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
+/* A side and the name fi_getname gave its endpoint. */
+struct named {
+	struct side s;
 	uint8_t name[4096];
 	size_t namelen;
 };
 
-static struct side target, client, liar;
+static struct named target, client, liar;
 static struct fi_multirail_ep_ops *ops;
 
-static void open_side(struct side *s, const char *prov, const char *fabric,
-		      const char *domain)
+static void open_named(struct named *n, const char *prov, const char *fabric,
+		       const char *domain)
 {
-	struct fi_info *hints = fi_allocinfo();
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_DATA };
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
-
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_RMA;
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
-				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	hints->fabric_attr->prov_name = strdup(prov);
-	if (fabric)
-		hints->fabric_attr->name = strdup(fabric);
-	if (domain)
-		hints->domain_attr->name = strdup(domain);
-	CHK(fi_getinfo(API, NULL, NULL, 0, hints, &s->info));
-	fi_freeinfo(hints);
-	CHK(fi_fabric(s->info->fabric_attr, &s->fabric, NULL));
-	CHK(fi_domain(s->fabric, s->info, &s->domain, NULL));
-	CHK(fi_av_open(s->domain, &av_attr, &s->av, NULL));
-	CHK(fi_cq_open(s->domain, &cq_attr, &s->cq, NULL));
-	CHK(fi_endpoint(s->domain, s->info, &s->ep, NULL));
-	CHK(fi_ep_bind(s->ep, &s->av->fid, 0));
-	CHK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
-	CHK(fi_enable(s->ep));
-	s->namelen = sizeof(s->name);
-	CHK(fi_getname(&s->ep->fid, s->name, &s->namelen));
-}
-
-static void close_side(struct side *s)
-{
-	CHK(fi_close(&s->ep->fid));
-	CHK(fi_close(&s->av->fid));
-	CHK(fi_close(&s->cq->fid));
-	CHK(fi_close(&s->domain->fid));
-	CHK(fi_close(&s->fabric->fid));
-	fi_freeinfo(s->info);
+	open_side(&n->s, prov, fabric, domain, FI_MSG | FI_RMA);
+	n->namelen = sizeof(n->name);
+	CHK(fi_getname(&n->s.ep->fid, n->name, &n->namelen));
 }
 
 /* Everyone progresses; the client's completions (n of them) are counted. */
 static int progress(void)
 {
-	struct fi_cq_data_entry e[8];
+	struct fi_cq_tagged_entry e[8];
 	ssize_t n;
 
-	fi_cq_read(target.cq, NULL, 0);
-	fi_cq_read(liar.cq, e, 8);
-	n = fi_cq_read(client.cq, e, 8);
+	fi_cq_read(target.s.cq, NULL, 0);
+	fi_cq_read(liar.s.cq, e, 8);
+	n = fi_cq_read(client.s.cq, e, 8);
 	if (n == -FI_EAVAIL) {
 		struct fi_cq_err_entry err = { 0 };
 
-		fi_cq_readerr(client.cq, &err, 0);
+		fi_cq_readerr(client.s.cq, &err, 0);
 		die("client completion error: %s", fi_strerror(err.err));
 	}
 	return n > 0 ? (int) n : 0;
 }
 
-static struct fi_multirail_rail_stats stats(struct side *s, int rail)
+static struct fi_multirail_rail_stats stats(struct named *n, int rail)
 {
 	struct fi_multirail_rail_stats st;
 
-	CHK(ops->rail_stats(s->ep, rail, &st));
+	CHK(ops->rail_stats(n->s.ep, rail, &st));
 	return st;
 }
 
@@ -130,7 +93,7 @@ static const struct mrl_addr_hdr *held(fi_addr_t peer)
 	static uint8_t addr[4096];
 	size_t len = sizeof(addr);
 
-	CHK(fi_av_lookup(client.av, peer, addr, &len));
+	CHK(fi_av_lookup(client.s.av, peer, addr, &len));
 	return (const struct mrl_addr_hdr *) addr;
 }
 
@@ -156,7 +119,7 @@ static void lie_to_client(void)
 		die("the client's address names no control endpoint of the "
 		    "liar's size (flags 0x%x, %u vs %zu bytes)", c->flags,
 		    c->rail_addrlen, liar.namelen);
-	if (fi_av_insert(liar.av, mrl_addr_ctrl(client.name), 1, &dest, 0,
+	if (fi_av_insert(liar.s.av, mrl_addr_ctrl(client.name), 1, &dest, 0,
 			 NULL) != 1)
 		die("liar: fi_av_insert of the client's control endpoint");
 	m->magic = MRL_CTRL_MAGIC;
@@ -167,10 +130,10 @@ static void lie_to_client(void)
 	for (i = 1; i <= claim->nrails; i++)	/* the last: its control ep */
 		memcpy((void *) mrl_addr_rail(claim, i), liar.name,
 		       liar.namelen);
-	CHK(fi_mr_reg(liar.domain, msg, sizeof(msg), FI_SEND, 0, 1, 0, &mr,
+	CHK(fi_mr_reg(liar.s.domain, msg, sizeof(msg), FI_SEND, 0, 1, 0, &mr,
 		      NULL));
 	end = now() + TIMEOUT_S;
-	while ((r = fi_send(liar.ep, msg, sizeof(*m) + m->addrlen,
+	while ((r = fi_send(liar.s.ep, msg, sizeof(*m) + m->addrlen,
 			    fi_mr_desc(mr), dest, NULL)) == -FI_EAGAIN &&
 	       now() < end)
 		progress();
@@ -188,13 +151,13 @@ static void target_says_hello(fi_addr_t to_client)
 	int got = 0;
 	ssize_t r;
 
-	CHK(fi_mr_reg(client.domain, in, sizeof(in), FI_RECV, 0, 2, 0, &rmr,
+	CHK(fi_mr_reg(client.s.domain, in, sizeof(in), FI_RECV, 0, 2, 0, &rmr,
 		      NULL));
-	CHK(fi_mr_reg(target.domain, out, sizeof(out), FI_SEND, 0, 3, 0,
+	CHK(fi_mr_reg(target.s.domain, out, sizeof(out), FI_SEND, 0, 3, 0,
 		      &smr, NULL));
-	CHK(fi_recv(client.ep, in, sizeof(in), fi_mr_desc(rmr),
+	CHK(fi_recv(client.s.ep, in, sizeof(in), fi_mr_desc(rmr),
 		    FI_ADDR_UNSPEC, in));
-	while ((r = fi_send(target.ep, out, sizeof(out), fi_mr_desc(smr),
+	while ((r = fi_send(target.s.ep, out, sizeof(out), fi_mr_desc(smr),
 			    to_client, out)) == -FI_EAGAIN && now() < end)
 		progress();
 	CHK(r);
@@ -216,7 +179,7 @@ static void write_n(fi_addr_t peer, void *src, void *desc, uint64_t raddr,
 
 	while (done < n && now() < end) {
 		if (posted < n) {
-			r = fi_write(client.ep, src, LEN, desc, peer, raddr,
+			r = fi_write(client.s.ep, src, LEN, desc, peer, raddr,
 				     key, NULL);
 			if (r && r != -FI_EAGAIN)
 				die("fi_write: %zd", r);
@@ -239,10 +202,10 @@ static void stripes_to_target(fi_addr_t peer)
 	for (i = 0; i < LEN; i++)
 		src[i] = (uint8_t) rand();
 	memset(dst, 0xA5, LEN);
-	CHK(fi_mr_reg(client.domain, src, LEN, FI_WRITE, 0, 4, 0, &smr, NULL));
-	CHK(fi_mr_reg(target.domain, dst, LEN, FI_REMOTE_WRITE, 0, 5, 0, &dmr,
+	CHK(fi_mr_reg(client.s.domain, src, LEN, FI_WRITE, 0, 4, 0, &smr, NULL));
+	CHK(fi_mr_reg(target.s.domain, dst, LEN, FI_REMOTE_WRITE, 0, 5, 0, &dmr,
 		      NULL));
-	raddr = (target.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
+	raddr = (target.s.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
 		(uintptr_t) dst : 0;
 	/* until the target's keys come: rail 0 alone */
 	for (end = now() + TIMEOUT_S;
@@ -275,13 +238,13 @@ int main(void)
 	double end;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
-	open_side(&target, "efa;multirail", NULL, NULL);
-	open_side(&client, "efa;multirail", NULL, NULL);
-	CHK(fi_open_ops(&client.ep->fid, FI_MULTIRAIL_EP_OPS, 0,
+	open_named(&target, "efa;multirail", NULL, NULL);
+	open_named(&client, "efa;multirail", NULL, NULL);
+	CHK(fi_open_ops(&client.s.ep->fid, FI_MULTIRAIL_EP_OPS, 0,
 			(void **) &ops, NULL));
-	if (ops->rail_count(client.ep) < 2)
+	if (ops->rail_count(client.s.ep) < 2)
 		die("needs 2 rails or more");
-	open_side(&liar, "efa", "efa-direct", stats(&client, 0).domain);
+	open_named(&liar, "efa", "efa-direct", stats(&client, 0).domain);
 	t = (const void *) target.name;
 	if (!(t->flags & MRL_ADDR_CTRL))
 		die("not over efa-direct: the target has no control endpoint");
@@ -291,9 +254,9 @@ int main(void)
 	memcpy(part, target.name, plen);
 	p->nrails = 1;
 	p->flags = MRL_ADDR_PARTIAL;
-	if (fi_av_insert(client.av, part, 1, &to_target, 0, NULL) != 1)
+	if (fi_av_insert(client.s.av, part, 1, &to_target, 0, NULL) != 1)
 		die("fi_av_insert of the partial target");
-	if (fi_av_insert(target.av, client.name, 1, &to_client, 0, NULL) != 1)
+	if (fi_av_insert(target.s.av, client.name, 1, &to_client, 0, NULL) != 1)
 		die("fi_av_insert of the client");
 
 	lie_to_client();
@@ -312,9 +275,9 @@ int main(void)
 	printf("ok the target's own introduction completed it\n");
 	stripes_to_target(to_target);
 
-	close_side(&liar);
-	close_side(&client);
-	close_side(&target);
+	close_side(&liar.s);
+	close_side(&client.s);
+	close_side(&target.s);
 	printf("PASS\n");
 	return 0;
 }

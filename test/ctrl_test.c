@@ -32,66 +32,20 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include "side.h"
 #include "util.h"
 
 #include "mrl_proto.h"
 #include "rdma/fi_ext_multirail.h"
 
-#define API		FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
 #define LEN		(256 * 1024)	/* striped: over FI_MULTIRAIL_STRIPE_MIN */
 #define ROUNDS		6		/* each sends every bad kind once */
 #define TIMEOUT_S	10
-
-struct side {
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-};
 
 static struct side mr_side, core_side;
 static struct fi_multirail_ep_ops *ops;
 static const char *core_name;		/* the core under multirail */
 static const void *rail0_name;		/* the target's rail 0 address */
-
-static void open_side(struct side *s, const char *prov, const char *dom,
-		      uint64_t caps)
-{
-	struct fi_info *hints = fi_allocinfo();
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
-
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = caps;
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
-				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	hints->fabric_attr->prov_name = strdup(prov);
-	if (dom)
-		hints->domain_attr->name = strdup(dom);
-	CHK(fi_getinfo(API, NULL, NULL, 0, hints, &s->info));
-	fi_freeinfo(hints);
-	CHK(fi_fabric(s->info->fabric_attr, &s->fabric, NULL));
-	CHK(fi_domain(s->fabric, s->info, &s->domain, NULL));
-	CHK(fi_av_open(s->domain, &av_attr, &s->av, NULL));
-	CHK(fi_cq_open(s->domain, &cq_attr, &s->cq, NULL));
-	CHK(fi_endpoint(s->domain, s->info, &s->ep, NULL));
-	CHK(fi_ep_bind(s->ep, &s->av->fid, 0));
-	CHK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
-	CHK(fi_enable(s->ep));
-}
-
-static void close_side(struct side *s)
-{
-	CHK(fi_close(&s->ep->fid));
-	CHK(fi_close(&s->av->fid));
-	CHK(fi_close(&s->cq->fid));
-	CHK(fi_close(&s->domain->fid));
-	CHK(fi_close(&s->fabric->fid));
-	fi_freeinfo(s->info);
-}
 
 static struct fi_multirail_rail_stats stats(int rail)
 {
@@ -165,6 +119,24 @@ static void drain_core_sends(int n)
 	drain_sends_of(&core_side, n);
 }
 
+/*
+ * A tagged send from side s, posted again while the core refuses it for
+ * now (it connects on a first send), s and also progressing meanwhile.
+ */
+static void tsend_from(struct side *s, struct side *also, const void *buf,
+		       size_t len, fi_addr_t dest, uint64_t tag, void *ctx)
+{
+	double end = now() + TIMEOUT_S;
+	ssize_t r;
+
+	while ((r = fi_tsend(s->ep, buf, len, NULL, dest, tag, ctx)) ==
+	       -FI_EAGAIN && now() < end) {
+		fi_cq_read(s->cq, NULL, 0);
+		fi_cq_read(also->cq, NULL, 0);
+	}
+	CHK(r);
+}
+
 static void send_bad_messages(fi_addr_t target, const void *name,
 			      size_t namelen)
 {
@@ -176,16 +148,9 @@ static void send_bad_messages(fi_addr_t target, const void *name,
 	for (round = 0; round < ROUNDS; round++) {
 		for (k = 0; k < NKINDS; k++) {
 			size_t len = bad_message(k, msgs[k], name, namelen);
-			ssize_t r;
 
-			end = now() + TIMEOUT_S;
-			while ((r = fi_tsend(core_side.ep, msgs[k], len, NULL,
-					     target, MRL_CTRL_TAG, NULL)) ==
-			       -FI_EAGAIN && now() < end) {
-				fi_cq_read(core_side.cq, NULL, 0);
-				fi_cq_read(mr_side.cq, NULL, 0);
-			}
-			CHK(r);
+			tsend_from(&core_side, &mr_side, msgs[k], len, target,
+				   MRL_CTRL_TAG, NULL);
 		}
 		drain_core_sends(NKINDS);
 	}
@@ -223,17 +188,11 @@ static void send_oversized(const char *core, const void *rail0)
 
 	memset(msg, 0x5a, sizeof(msg));
 	for (i = 0; i < n; i++) {
-		open_side(&rogue, core, "lo", FI_MSG | FI_TAGGED);
+		open_side(&rogue, core, NULL, "lo", FI_MSG | FI_TAGGED);
 		if (fi_av_insert(rogue.av, rail0, 1, &target, 0, NULL) != 1)
 			die("core fi_av_insert of rail 0's address");
-		end = now() + TIMEOUT_S;
-		while ((r = fi_tsend(rogue.ep, msg, sizeof(msg), NULL, target,
-				     MRL_CTRL_TAG, NULL)) == -FI_EAGAIN &&
-		       now() < end) {
-			fi_cq_read(rogue.cq, NULL, 0);
-			fi_cq_read(mr_side.cq, NULL, 0);
-		}
-		CHK(r);
+		tsend_from(&rogue, &mr_side, msg, sizeof(msg), target,
+			   MRL_CTRL_TAG, NULL);
 		for (done = 0, end = now() + TIMEOUT_S; !done && now() < end;) {
 			fi_cq_read(mr_side.cq, NULL, 0);
 			r = fi_cq_read(rogue.cq, &e, 1);
@@ -372,15 +331,7 @@ static void reserved_tag_refused(void)
 static void core_tsend(fi_addr_t target, const void *buf, size_t len,
 		       uint64_t tag)
 {
-	double end = now() + TIMEOUT_S;
-	ssize_t r;
-
-	while ((r = fi_tsend(core_side.ep, buf, len, NULL, target, tag,
-			     NULL)) == -FI_EAGAIN && now() < end) {
-		fi_cq_read(core_side.cq, NULL, 0);
-		fi_cq_read(mr_side.cq, NULL, 0);
-	}
-	CHK(r);
+	tsend_from(&core_side, &mr_side, buf, len, target, tag, NULL);
 	drain_core_sends(1);
 }
 
@@ -476,15 +427,8 @@ static void ask_keys_from(struct side *s, fi_addr_t target, uint64_t key,
 	m->addrlen = sizeof(*hdr) + alen;
 	CHK(fi_trecv(s->ep, resp, sizeof(resp), NULL, FI_ADDR_UNSPEC,
 		     MRL_CTRL_TAG, 0, resp));
-	/* a first send to the target may wait for the core to connect */
-	for (end = now() + TIMEOUT_S;
-	     (r = fi_tsend(s->ep, req, sizeof(*m) + m->addrlen, NULL, target,
-			   MRL_CTRL_TAG, req)) == -FI_EAGAIN && now() < end;) {
-		fi_cq_read(mr_side.cq, NULL, 0);
-		fi_cq_read(s->cq, NULL, 0);
-	}
-	if (r)
-		die("key request: fi_tsend: %zd", r);
+	tsend_from(s, &mr_side, req, sizeof(*m) + m->addrlen, target,
+		   MRL_CTRL_TAG, req);
 	for (end = now() + TIMEOUT_S; !(got_send && got_recv) && now() < end;) {
 		fi_cq_read(mr_side.cq, NULL, 0);
 		r = fi_cq_read(s->cq, &e, 1);
@@ -551,7 +495,7 @@ static void a_newcomer_is_answered(const char *core, uint64_t remote_key,
 	int32_t status;
 	int n;
 
-	open_side(&fresh, core, "lo", FI_MSG | FI_TAGGED);
+	open_side(&fresh, core, NULL, "lo", FI_MSG | FI_TAGGED);
 	if (fi_av_insert(fresh.av, rail0, 1, &target, 0, NULL) != 1)
 		die("core fi_av_insert of rail 0's address");
 	ask_keys_from(&fresh, target, remote_key, &status, &n);
@@ -583,7 +527,7 @@ static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 	double end;
 	int i, n;
 
-	open_side(&liar, core_name, "lo", FI_MSG | FI_TAGGED);
+	open_side(&liar, core_name, NULL, "lo", FI_MSG | FI_TAGGED);
 	if (fi_av_insert(liar.av, rail0_name, 1, &liar_to_target, 0,
 			 NULL) != 1)
 		die("core fi_av_insert of rail 0's address");
@@ -602,13 +546,8 @@ static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 		sin->sin_family = AF_INET;
 		sin->sin_port = htons(47900 + i);	/* nobody listens there */
 		sin->sin_addr.s_addr = htonl(0x7f000001);
-		end = now() + TIMEOUT_S;
-		while (fi_tsend(liar.ep, m, sizeof(*m) + m->addrlen, NULL,
-				liar_to_target, MRL_CTRL_TAG,
-				NULL) == -FI_EAGAIN && now() < end) {
-			fi_cq_read(liar.cq, NULL, 0);
-			fi_cq_read(mr_side.cq, NULL, 0);
-		}
+		tsend_from(&liar, &mr_side, m, sizeof(*m) + m->addrlen,
+			   liar_to_target, MRL_CTRL_TAG, NULL);
 		/*
 		 * A few at a time, each batch received before the next:
 		 * libfabric 2.1's rxm crashes in fi_av_insert (which
@@ -646,8 +585,6 @@ static void claim_to(struct side *s, fi_addr_t target, int type,
 {
 	static uint8_t msg[MRL_CTRL_BUF_SIZE];
 	struct mrl_ctrl_msg *m = (struct mrl_ctrl_msg *) msg;
-	double end = now() + TIMEOUT_S;
-	ssize_t r;
 
 	memset(msg, 0, sizeof(msg));
 	m->magic = MRL_CTRL_MAGIC;
@@ -657,13 +594,8 @@ static void claim_to(struct side *s, fi_addr_t target, int type,
 	m->key = key;
 	m->status = status;
 	memcpy(m->payload, claimed, len);
-	while ((r = fi_tsend(core_side.ep, msg, sizeof(*m) + len, NULL,
-			     target, MRL_CTRL_TAG, NULL)) == -FI_EAGAIN &&
-	       now() < end) {
-		fi_cq_read(core_side.cq, NULL, 0);
-		fi_cq_read(s->cq, NULL, 0);
-	}
-	CHK(r);
+	tsend_from(&core_side, s, msg, sizeof(*m) + len, target, MRL_CTRL_TAG,
+		   NULL);
 }
 
 /* The same to mr_side, once it arrived there. */
@@ -756,7 +688,7 @@ static size_t claim_of(struct side *a, uint8_t *real, uint8_t *fake)
 	struct mrl_addr_hdr *hdr = (struct mrl_addr_hdr *) real;
 	uint8_t liar[256];
 
-	open_side(a, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA);
+	open_side(a, "multirail", NULL, NULL, FI_MSG | FI_TAGGED | FI_RMA);
 	CHK(fi_getname(&a->ep->fid, real, &rlen));
 	CHK(fi_getname(&core_side.ep->fid, liar, &llen));
 	if (hdr->nrails < 2 || llen != hdr->rail_addrlen)
@@ -906,8 +838,8 @@ static void claims_checked_by_source(uint64_t caps, const char *how)
 	struct side s, a;
 	uint64_t n;
 
-	open_side(&s, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA | caps);
-	open_side(&a, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA);
+	open_side(&s, "multirail", NULL, NULL, FI_MSG | FI_TAGGED | FI_RMA | caps);
+	open_side(&a, "multirail", NULL, NULL, FI_MSG | FI_TAGGED | FI_RMA);
 	CHK(fi_getname(&s.ep->fid, name, &namelen));
 	CHK(fi_getname(&a.ep->fid, other, &olen));
 	if (fi_av_insert(core_side.av, (struct mrl_addr_hdr *) name + 1, 1,
@@ -1034,7 +966,7 @@ static void a_silent_peer_holds_back_only_its_own(void)
 	for (end = now() + 0.5; now() < end;)
 		fi_cq_read(mr_side.cq, NULL, 0);	/* its requests refused */
 
-	open_side(&a, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA);
+	open_side(&a, "multirail", NULL, NULL, FI_MSG | FI_TAGGED | FI_RMA);
 	CHK(fi_getname(&a.ep->fid, real, &rlen));
 	if (fi_av_insert(mr_side.av, real, 1, &peer, 0, NULL) != 1)
 		die("fi_av_insert of the second peer");
@@ -1057,7 +989,7 @@ int main(void)
 	const char *fab;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
-	open_side(&mr_side, "multirail", NULL, FI_MSG | FI_TAGGED | FI_RMA);
+	open_side(&mr_side, "multirail", NULL, NULL, FI_MSG | FI_TAGGED | FI_RMA);
 	CHK(fi_open_ops(&mr_side.ep->fid, FI_MULTIRAIL_EP_OPS, 0,
 			(void **) &ops, NULL));
 	if (ops->rail_count(mr_side.ep) < 2)
@@ -1066,7 +998,7 @@ int main(void)
 	/* the core under "multirail/<core>", opened plainly */
 	fab = strchr(mr_side.info->fabric_attr->name, '/');
 	snprintf(core, sizeof(core), "%s", fab ? fab + 1 : "tcp;ofi_rxm");
-	open_side(&core_side, core, "lo", FI_MSG | FI_TAGGED);
+	open_side(&core_side, core, NULL, "lo", FI_MSG | FI_TAGGED);
 	core_name = core;
 	rail0_name = (struct mrl_addr_hdr *) name + 1;
 	printf("multirail over %s, and a plain %s endpoint\n", core,
