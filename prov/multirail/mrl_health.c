@@ -427,13 +427,11 @@ void mrl_health_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
 {
 	if (!peer->health || peer->health->ep != ep)
 		return;
-	free(peer->health);
-	peer->health = NULL;
-	peer->rails_down = 0;
+	mrl_health_forget_peer(peer);
 	peer->refused_rails = 0;
 }
 
-/* peer leaves the AV: the counts its rails out of service held go too. */
+/* The peer's health goes, and the counts its rails out of service held. */
 void mrl_health_forget_peer(struct mrl_peer *peer)
 {
 	struct mrl_peer_health *h = peer->health;
