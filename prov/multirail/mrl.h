@@ -551,8 +551,6 @@ struct mrl_ep {
 	bool enable_failed;		/* with receives posted: close only */
 	bool in_progress;
 	bool want_src;			/* FI_SOURCE: cores' sources wanted */
-	bool src0;			/* rail 0's sources read (the domain's
-					 * src0): control claims checked */
 	uint64_t now_ns;		/* the clock at the last health tick */
 	int health_ticks;		/* progress calls since */
 	int sick_peers;			/* peers with a rail down we probe */

@@ -704,7 +704,7 @@ void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 	} else {
 		struct mrl_ctrl_from from = {
 			.src = src,
-			.checked = ep->src0 && !buf->rail,
+			.checked = ep->domain->src0 && !buf->rail,
 			.ack_nonce = hello_ack_nonce(buf),
 		};
 

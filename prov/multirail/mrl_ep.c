@@ -727,7 +727,6 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 		return -FI_ENOMEM;
 	}
 	ep->want_src = !!(info->caps & FI_SOURCE);
-	ep->src0 = dom->src0;
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->tx_iov_limit = iov_limit(info->tx_attr ?

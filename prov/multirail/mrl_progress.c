@@ -155,7 +155,7 @@ static void read_err(struct mrl_ep *ep, int rail)
 /* Are rail's sources read: the user's FI_SOURCE, or rail 0's claims. */
 static inline bool reads_src(const struct mrl_ep *ep, int rail)
 {
-	return ep->want_src || (!rail && ep->src0);
+	return ep->want_src || (!rail && ep->domain->src0);
 }
 
 /*
