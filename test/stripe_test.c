@@ -752,10 +752,104 @@ static void test_fill(void)
 	mrl_engine_fini(&eng);
 }
 
+/* The fast path's post, as mrl_rma.c does it: its rail, or -1. */
+static int post_fast(struct mrl_engine *eng, struct fake *f,
+		     struct mrl_op *op, size_t len, uint32_t rails)
+{
+	struct mrl_chunk *c;
+
+	init_op(op, len, 0);
+	c = mrl_engine_whole_start(eng, op, rails);
+	if (!c || fake_post(f, c))
+		return -1;
+	mrl_engine_whole_posted(eng, c);
+	return c->rail;
+}
+
+/*
+ * The small op's fast path keeps the general way's rules and state: the
+ * lowest rail below its fill level, the one rail of a one-rail mask up to
+ * its depth, none (the general way) with every rail of a wider mask full
+ * or an op queued; its op completes once, is found by mrl_engine_fail_ops,
+ * and a failure on a rail it left is posted again elsewhere.
+ */
+static void test_whole_fast_path(void)
+{
+	struct mrl_engine_attr attr = {
+		.nrails = 2, .max_chunks_per_rail = 4,
+		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
+		.fill_chunks = 2, .fill_bytes = 1 << 20,
+	};
+	struct mrl_op ops[12], queued;
+	struct mrl_engine eng;
+	struct fake f;
+	int i, rails[5];
+
+	memset(&f, 0, sizeof(f));
+	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
+		abort();
+	for (i = 0; i < 5; i++)
+		rails[i] = post_fast(&eng, &f, &ops[i], 64, 0x3);
+	CHECK(rails[0] == 0 && rails[1] == 0 && rails[2] == 1 &&
+	      rails[3] == 1 && rails[4] == -1,
+	      "fill 2 per rail: rails %d %d %d %d, then %d", rails[0],
+	      rails[1], rails[2], rails[3], rails[4]);
+	CHECK(post_fast(&eng, &f, &ops[4], 64, 0x2) == 1 &&
+	      post_fast(&eng, &f, &ops[5], 64, 0x2) == 1 &&
+	      post_fast(&eng, &f, &ops[6], 64, 0x2) == -1,
+	      "one rail: up to its depth of 4, then none");
+	CHECK(eng.rail[1].inflight == 4 && eng.busy == 0x3 && eng.full == 0x3,
+	      "credit: rail 1 %u in flight, busy 0x%x full 0x%x",
+	      eng.rail[1].inflight, eng.busy, eng.full);
+
+	/* a failure on a rail the op left: posted again on rail 0, once */
+	for (i = 0; i < f.nposted && f.posted[i]->op != &ops[2]; i++)
+		;
+	CHECK(i < f.nposted && f.posted[i]->rail == 1, "op 2 not on rail 1");
+	if (i == f.nposted || f.posted[i]->rail != 1)
+		return;
+	ops[2].rail_mask = 0x1;
+	complete_at(&eng, &f, i, -FI_EIO);
+	CHECK(f.done_calls == 0, "the op ended on a rail's failure");
+	mrl_engine_progress(&eng);
+	CHECK(last_rail(&f) == 0 && f.posted[f.nposted - 1]->op == &ops[2],
+	      "not posted again on rail 0");
+
+	/* an op queued before: the fast path leaves it its turn */
+	f.eagain[0] = 1;
+	init_op(&queued, 64, 0);
+	mrl_op_prepare(&eng, &queued, 0x1, 64);
+	mrl_engine_submit(&eng, &queued);
+	CHECK(!mrl_list_empty(&eng.pending), "refused op not queued");
+	CHECK(post_fast(&eng, &f, &ops[7], 64, 0x1) == -1,
+	      "the fast path passed a queued op");
+
+	/* ops of a dead peer: failed at once, the fast path's included */
+	mrl_engine_fail_ops(&eng, match_any, NULL, -FI_EHOSTUNREACH);
+	CHECK(f.done_calls == 7 && f.done_err == -FI_EHOSTUNREACH,
+	      "%d ops failed of 7", f.done_calls);
+	while (f.nposted)
+		complete_at(&eng, &f, 0, 0);
+	CHECK(f.done_calls == 7, "%d completions for 7 ops", f.done_calls);
+	CHECK(!eng.busy && !eng.full && mrl_engine_idle(&eng),
+	      "drained: busy 0x%x full 0x%x", eng.busy, eng.full);
+
+	/* completed the general way, exactly once each */
+	f.done_calls = 0;
+	for (i = 0; i < 4; i++)
+		post_fast(&eng, &f, &ops[i], 100, 0x3);
+	drain(&eng, &f, 5);
+	CHECK(f.done_calls == 4 && !f.done_err,
+	      "%d completions for 4 fast ops, err %d", f.done_calls,
+	      f.done_err);
+	mrl_engine_fini(&eng);
+}
+
 int main(void)
 {
 	test_chunking();
 	test_fill();
+	test_whole_fast_path();
 	test_unmetered();
 	test_exactly_once_many_ops();
 	test_final_chunk_last();

@@ -531,6 +531,7 @@ struct mrl_ep {
 	struct mrl_msg_req *msg_free;
 	size_t msg_pool_size;
 	uint32_t rr_next;		/* round-robin rail for small ops */
+	size_t whole_max;		/* the fast path's ops: len - 1 below */
 	struct mrl_sched_params sched;		/* host memory */
 	struct mrl_sched_params sched_device;	/* FI_HMEM other than system */
 

@@ -110,6 +110,17 @@ void mrl_rma_sched_init(struct mrl_ep *ep)
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "FI_MULTIRAIL_HMEM_CHUNK_SIZE=%zu "
 			      "is below %d: using chunk_size\n",
 			      mrl_params.hmem_chunk_size, MRL_CHUNK_ALIGN);
+	/* the fast path's ops: under the stripe size, one chunk (len - 1 <
+	 * whole_max); none where another policy decides */
+	ep->whole_max = 0;
+	if (ep->sched.policy == MRL_POLICY_AUTO && ep->sched.stripe_min &&
+	    !(ep->domain->mr_mode & FI_MR_RAW)) {
+		ep->whole_max = ep->sched.stripe_min - 1;
+		if (ep->whole_max > ep->sched.max_chunk)
+			ep->whole_max = ep->sched.max_chunk;
+		if (ep->whole_max > ep->info->ep_attr->max_msg_size)
+			ep->whole_max = ep->info->ep_attr->max_msg_size;
+	}
 	mrl_sched_device(&ep->sched,
 			 !strcmp(core->fabric_attr->prov_name, "shm"),
 			 mrl_params.hmem_stripe_min, mrl_params.hmem_chunk_size,
@@ -537,13 +548,134 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	return 0;
 }
 
-static ssize_t rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
+/*
+ * The small op's fast path: rail 0's keys or the target's, known; the
+ * rails they reach, *near those of both buffers; NULL when the general
+ * way must ask or decide (the keys unknown, or known for fewer rails than
+ * the peer has).
+ */
+static const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
+				  uint64_t key, uint64_t *key0,
+				  const struct mrl_mr *mr, uint32_t *rails)
+{
+	const struct mrl_key_entry *entry;
+	uint32_t local = mr ? mr->near_mask : 0;
+
+	if (peer->nrails == 1) {
+		*key0 = ep->domain->key_has_gen ? (key & MRL_KEY_CORE_MASK) :
+						  key;
+		*rails = 1u;
+		return key0;
+	}
+	entry = mrl_ctrl_key_lookup(ep, peer, key);
+	if (!entry || entry->state != MRL_KEY_VALID ||
+	    entry->nrails < peer->nrails)
+		return NULL;
+	*rails = mrl_sched_near(local, entry->near_mask,
+				mask_of(peer->nrails));
+	return entry->keys;
+}
+
+/* The core's plain call for a whole op's chunk. */
+static ssize_t post_whole(struct mrl_ep *ep, const struct mrl_op *op,
+			  struct mrl_chunk *chunk, uint64_t key)
+{
+	const struct mrl_mr *mr = op->desc[0];
+	int rail = chunk->rail;
+	struct fid_ep *core = ep->rails[rail].ep;
+	void *desc = mr ? mr->core_desc[rail] : NULL;
+	fi_addr_t dest = ((struct mrl_peer *) op->peer)->core_addr[rail];
+
+	mrl_chunk_hdr(chunk)->kind = MRL_REQ_CHUNK;
+	if (op->kind == MRL_OP_READ)
+		return fi_read(core, op->iov[0].iov_base, op->len, desc, dest,
+			       op->raddr, key, mrl_chunk_hdr(chunk));
+	if (op->flags & FI_REMOTE_CQ_DATA)
+		return fi_writedata(core, op->iov[0].iov_base, op->len, desc,
+				    op->data, dest, op->raddr, key,
+				    mrl_chunk_hdr(chunk));
+	return fi_write(core, op->iov[0].iov_base, op->len, desc, dest,
+			op->raddr, key, mrl_chunk_hdr(chunk));
+}
+
+/*
+ * The small op's fast path (issue 18): fi_write, fi_writedata, fi_read
+ * and their one-iov forms, of host memory, under the stripe size, to a
+ * peer whose keys we know and whose rails all work, sent whole on one rail
+ * with the core's plain call, nothing asked of it but a completion.  1 when any of that does not hold, or the core
+ * refused: then rma_submit, which handles every case (and warns of bad
+ * input).  The op's state is the general way's, so failover, fences and
+ * completion treat both alike.  Domain locked.
+ */
+static int rma_whole(struct mrl_ep *ep, const struct mrl_rma_args *a)
+{
+	const struct mrl_mr *mr = a->desc ? a->desc[0] : NULL;
+	uint64_t flags = a->flags | ep->tx_op_flags, key0;
+	const uint64_t *keyv;
+	struct mrl_rma_req *req = ep->rma_free;
+	struct mrl_chunk *chunk;
+	struct mrl_peer *peer;
+	struct mrl_op *op;
+	uint32_t rails;
+
+	if (a->count != 1 || a->len - 1 >= ep->whole_max || !req ||
+	    (flags & FI_DELIVERY_COMPLETE) ||
+	    (mr ? mr->iface != FI_HMEM_SYSTEM : ep->domain->core_mr_local))
+		return 1;
+	peer = mrl_av_peer(ep->av, a->addr);
+	if (!peer || peer->partial || peer->rails_down)
+		return 1;
+	keyv = whole_keys(ep, peer, a->rma_iov->key, &key0, mr, &rails);
+	if (!keyv)
+		return 1;
+	if (ep->ctrl_ep || (rails & ~peer->rails_up & ~1u))
+		mrl_ctrl_rails_up(ep, peer, rails);
+
+	op = &req->op;
+	op->kind = a->kind;
+	op->flags = flags;
+	op->len = a->len;
+	op->iov[0] = a->iov[0];
+	op->desc[0] = (void *) mr;
+	op->iov_count = 1;
+	op->peer = peer;
+	op->unmetered = false;
+	chunk = mrl_engine_whole_start(&ep->engine, op, rails);
+	if (!chunk || (a->kind == MRL_OP_WRITE && chunk->rail &&
+		       mrl_fence_owned_elsewhere(ep, peer)))
+		return 1;	/* a flush of its own: the general way */
+	op->context = a->context;
+	op->data = a->data;
+	op->raddr = a->rma_iov->addr;
+	if (post_whole(ep, op, chunk, keyv[chunk->rail]))
+		return 1;
+
+	ep->rma_free = req->next_free;
+	req->cq_flags = FI_RMA | (a->kind == MRL_OP_WRITE ? FI_WRITE : FI_READ);
+	mrl_engine_whole_posted(&ep->engine, chunk);
+	slot_of(op)->key = a->rma_iov->key;
+	slot_of(op)->keyv = keyv == &key0 ? slot_of(op)->keys : keyv;
+	slot_of(op)->keys[0] = key0;
+	slot_of(op)->key_rails = peer->nrails;
+	slot_of(op)->local_near = mr ? mr->near_mask : 0;
+	peer->refused_rails &= ~(1u << chunk->rail);
+	ep->rails[chunk->rail].tx_ops++;
+	ep->rails[chunk->rail].tx_bytes += op->len;
+	if (a->kind == MRL_OP_WRITE && chunk->rail)
+		mrl_fence_write_posted(ep, peer, chunk->rail, op->raddr,
+				       keyv[chunk->rail]);
+	return 0;
+}
+
+static ssize_t rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a,
+			  bool plain)
 {
 	struct mrl_ep *ep = to_ep(ep_fid);
-	ssize_t ret;
+	ssize_t ret = 0;
 
 	mrl_lock(ep->domain);
-	ret = rma_submit(ep, a);
+	if (!plain || !ep->enabled || !a->iov || rma_whole(ep, a))
+		ret = rma_submit(ep, a);
 	mrl_unlock(ep->domain);
 	return ret;
 }
@@ -565,7 +697,7 @@ static ssize_t rma_msg(struct fid_ep *ep, enum mrl_op_kind kind,
 	};
 
 	a.len = iov_len(a.iov, a.count);
-	return rma_locked(ep, &a);
+	return rma_locked(ep, &a, false);
 }
 
 /* fi_write, fi_read and friends: one remote iov that the local iovs fill. */
@@ -582,7 +714,7 @@ static ssize_t rma_plain(struct fid_ep *ep, enum mrl_op_kind kind,
 		.context = context, .data = data, .flags = flags,
 	};
 
-	return rma_locked(ep, &a);
+	return rma_locked(ep, &a, true);
 }
 
 static ssize_t mrl_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg,

@@ -109,16 +109,23 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 	op->body_len = op->len - final;
 }
 
-static bool rail_has_credit(const struct mrl_engine *eng, int rail,
-			    const struct mrl_op *op, size_t len)
+static bool rail_has_room(const struct mrl_engine *eng, int rail,
+			  const struct mrl_op *op, size_t len)
 {
 	const struct mrl_rail_credit *rc = &eng->rail[rail];
 
-	if ((eng->blocked & (1u << rail)) ||
-	    rc->inflight >= eng->max_chunks_per_rail)
+	if (rc->inflight >= eng->max_chunks_per_rail)
 		return false;
 	return op->unmetered || !rc->inflight_bytes ||
 	       rc->inflight_bytes + len <= eng->max_bytes_per_rail;
+}
+
+/* Room, and the rail did not refuse a chunk this pass. */
+static bool rail_has_credit(const struct mrl_engine *eng, int rail,
+			    const struct mrl_op *op, size_t len)
+{
+	return !(eng->blocked & (1u << rail)) &&
+	       rail_has_room(eng, rail, op, len);
 }
 
 /*
@@ -335,6 +342,48 @@ void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op)
 		op_posted(eng, op);
 	else
 		mrl_list_add_tail(&eng->pending, &op->link);
+}
+
+struct mrl_chunk *mrl_engine_whole_start(struct mrl_engine *eng,
+					 struct mrl_op *op,
+					 uint32_t rail_mask)
+{
+	uint32_t open = rail_mask & ~eng->full;
+	struct mrl_chunk *chunk;
+	int rail;
+
+	if (!open && !(rail_mask & (rail_mask - 1)))
+		open = rail_mask;	/* one rail: its depth, not its level */
+	if (!open || !mrl_list_empty(&eng->pending) ||
+	    mrl_list_empty(&eng->free_chunks))
+		return NULL;
+	rail = __builtin_ctz(open);
+	/* a new pass: a refusal of the last one does not count */
+	if (rail >= eng->nrails || !rail_has_room(eng, rail, op, op->len))
+		return NULL;
+	op->rail_mask = rail_mask;
+	op->chunk_size = op->len;
+	op->body_len = 0;
+	op->next_off = 0;
+	op->final_posted = true;
+	op->inflight = 0;
+	op->orphans = 0;
+	op->err = 0;
+	mrl_list_init(&op->redo);
+	chunk = first_chunk(&eng->free_chunks);
+	chunk->op = op;
+	chunk->offset = 0;
+	chunk->len = op->len;
+	chunk->rail = rail;
+	chunk->final = true;
+	chunk->orphan = false;
+	return chunk;
+}
+
+void mrl_engine_whole_posted(struct mrl_engine *eng, struct mrl_chunk *chunk)
+{
+	rail_take(eng, chunk);
+	mrl_list_add_tail(&eng->active, &chunk->op->link);
 }
 
 /* A chunk leaves its rail: the rail's credit comes back. */

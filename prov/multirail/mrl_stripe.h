@@ -197,6 +197,21 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op);
 void mrl_engine_post_pending(struct mrl_engine *eng);
 
+/*
+ * The small op's fast path (mrl_rma.c, issue 18): an op of one buffer that
+ * goes whole, as its own final chunk, on one rail, without the queue.
+ * mrl_engine_whole_start gives its chunk on the lowest rail of rail_mask
+ * below its fill level (or on the one rail of a mask of one) with credit,
+ * the op set as mrl_op_prepare would, or NULL when no rail or chunk is at
+ * hand or ops are queued before it: the op then goes the general way.
+ * Once the core took the chunk, mrl_engine_whole_posted; if it refused,
+ * nothing was taken, and the general way retries it.
+ */
+struct mrl_chunk *mrl_engine_whole_start(struct mrl_engine *eng,
+					 struct mrl_op *op,
+					 uint32_t rail_mask);
+void mrl_engine_whole_posted(struct mrl_engine *eng, struct mrl_chunk *chunk);
+
 /* Post queued chunks while rails have credit. */
 static inline void mrl_engine_progress(struct mrl_engine *eng)
 {
