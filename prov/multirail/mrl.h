@@ -491,7 +491,6 @@ struct mrl_ep_rail {
 	struct fid_cq *cq;
 	struct fid_cntr *rcntr;		/* remote events, if asked for */
 	size_t addrlen;
-	uint64_t tx_ops, tx_bytes;	/* per-rail counters */
 	uint64_t ctrl_sent, ctrl_received;
 	struct fid_mr *ctrl_mr;		/* control buffers, FI_MR_LOCAL cores */
 	/* health (mrl_health.c) */

@@ -167,7 +167,9 @@ static ssize_t __attribute__((noinline)) take_entries(struct mrl_cq *cq,
 		ret = -FI_EAVAIL;
 		goto out;
 	}
-	for (n = 0; n < count && cq_count(cq); n++) {
+	if (count > cq_count(cq))
+		count = cq_count(cq);
+	for (n = 0; n < count; n++) {
 		struct mrl_cq_entry *ce =
 			&cq->ring[cq->head++ & (cq->size - 1)];
 

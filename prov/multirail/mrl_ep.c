@@ -571,8 +571,6 @@ static int ext_rail_stats(struct fid_ep *ep_fid, int rail,
 	memset(stats, 0, sizeof(*stats));
 	strncpy(stats->domain, ep->domain->rails[rail].info->domain_attr->name,
 		sizeof(stats->domain) - 1);
-	stats->tx_ops = ep->rails[rail].tx_ops;
-	stats->tx_bytes = ep->rails[rail].tx_bytes;
 	stats->ctrl_sent = ep->rails[rail].ctrl_sent;
 	stats->ctrl_received = ep->rails[rail].ctrl_received;
 	stats->peers_down = ep->rails[rail].peers_down;
@@ -581,6 +579,8 @@ static int ext_rail_stats(struct fid_ep *ep_fid, int rail,
 	stats->probes = ep->rails[rail].probes;
 	if (ep->enabled) {
 		rc = &ep->engine.rail[rail];
+		stats->tx_ops = rc->chunks_posted;
+		stats->tx_bytes = rc->bytes_posted;
 		stats->bytes_completed = rc->bytes_completed;
 		stats->errors = rc->errors;
 		stats->reissued = rc->reissued;

@@ -186,16 +186,31 @@ ssize_t read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 	return n > 0 ? n : 0;
 }
 
+/* The data path's completion, a chunk of ours back fine, tested first. */
+static inline bool chunk_back(const struct fi_cq_tagged_entry *e)
+{
+	const struct mrl_req_hdr *hdr = e->op_context;
+
+	return hdr && !(e->flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)) &&
+	       hdr->kind == MRL_REQ_CHUNK;
+}
+
 static void dispatch_all(struct mrl_ep *ep, int rail,
 			 struct fi_cq_tagged_entry *e, fi_addr_t *src,
 			 ssize_t n)
 {
+	bool with_src = reads_src(ep, rail);
 	ssize_t i;
 
-	for (i = 0; i < n; i++)
-		dispatch(ep, rail, &e[i],
-			 reads_src(ep, rail) ? src[i] : FI_ADDR_NOTAVAIL, 0,
-			 NULL);
+	for (i = 0; i < n; i++) {
+		if (chunk_back(&e[i]))
+			mrl_engine_chunk_done(&ep->engine,
+					      e[i].op_context, 0);
+		else
+			dispatch(ep, rail, &e[i],
+				 with_src ? src[i] : FI_ADDR_NOTAVAIL, 0,
+				 NULL);
+	}
 }
 
 static void progress_rail(struct mrl_ep *ep, int rail)

@@ -239,8 +239,6 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 
 	if (!ret) {
 		peer->refused_rails &= ~(1u << chunk->rail);
-		ep->rails[chunk->rail].tx_ops++;
-		ep->rails[chunk->rail].tx_bytes += chunk->len;
 		if (needs & MRL_SCHED_FENCE)
 			mrl_fence_write_posted(ep, peer, chunk->rail,
 					       op->raddr + chunk->offset, key);
@@ -659,8 +657,6 @@ static int rma_whole(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	slot_of(op)->key_rails = peer->nrails;
 	slot_of(op)->local_near = mr ? mr->near_mask : 0;
 	peer->refused_rails &= ~(1u << chunk->rail);
-	ep->rails[chunk->rail].tx_ops++;
-	ep->rails[chunk->rail].tx_bytes += op->len;
 	if (a->kind == MRL_OP_WRITE && chunk->rail)
 		mrl_fence_write_posted(ep, peer, chunk->rail, op->raddr,
 				       keyv[chunk->rail]);
