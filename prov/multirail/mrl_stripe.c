@@ -109,23 +109,13 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 	op->body_len = op->len - final;
 }
 
-static bool rail_has_room(const struct mrl_engine *eng, int rail,
-			  const struct mrl_op *op, size_t len)
-{
-	const struct mrl_rail_credit *rc = &eng->rail[rail];
-
-	if (rc->inflight >= eng->max_chunks_per_rail)
-		return false;
-	return op->unmetered || !rc->inflight_bytes ||
-	       rc->inflight_bytes + len <= eng->max_bytes_per_rail;
-}
 
 /* Room, and the rail did not refuse a chunk this pass. */
 static bool rail_has_credit(const struct mrl_engine *eng, int rail,
 			    const struct mrl_op *op, size_t len)
 {
 	return !(eng->blocked & (1u << rail)) &&
-	       rail_has_room(eng, rail, op, len);
+	       mrl_rail_has_room(eng, rail, op, len);
 }
 
 /*
@@ -161,33 +151,7 @@ static int pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
 	return best;
 }
 
-/* The rail's credit moved: is it at its fill level now? */
-static inline void rail_level(struct mrl_engine *eng, int rail)
-{
-	const struct mrl_rail_credit *rc = &eng->rail[rail];
 
-	if (rc->inflight >= eng->fill_chunks ||
-	    rc->inflight_bytes >= eng->fill_bytes)
-		eng->full |= 1u << rail;
-	else
-		eng->full &= ~(1u << rail);
-}
-
-/* A chunk the core took: the rail's credit goes to it. */
-static inline void rail_take(struct mrl_engine *eng, struct mrl_chunk *chunk)
-{
-	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
-
-	mrl_list_del(&chunk->link);
-	mrl_list_add_tail(&rc->chunks, &chunk->link);
-	eng->busy |= 1u << chunk->rail;
-	rc->inflight++;
-	rc->inflight_bytes += chunk->len;
-	rc->chunks_posted++;
-	rc->bytes_posted += chunk->len;
-	rail_level(eng, chunk->rail);
-	chunk->op->inflight++;
-}
 
 static bool op_finished(const struct mrl_op *op)
 {
@@ -197,17 +161,13 @@ static bool op_finished(const struct mrl_op *op)
 			   mrl_list_empty(&op->redo));
 }
 
-static struct mrl_chunk *first_chunk(struct mrl_list *l)
-{
-	return mrl_container_of(l->next, struct mrl_chunk, link);
-}
 
 static void finish_op(struct mrl_engine *eng, struct mrl_op *op)
 {
 	struct mrl_chunk *chunk;
 
 	while (!mrl_list_empty(&op->redo)) {	/* an op that failed */
-		chunk = first_chunk(&op->redo);
+		chunk = mrl_first_chunk(&op->redo);
 		mrl_list_del(&chunk->link);
 		mrl_list_add_tail(&eng->free_chunks, &chunk->link);
 	}
@@ -249,7 +209,7 @@ static int post_chunk(struct mrl_engine *eng, struct mrl_op *op,
 			op->err = ret;
 			return ret;
 		}
-		rail_take(eng, chunk);
+		mrl_rail_take(eng, chunk);
 		return 0;
 	}
 }
@@ -262,7 +222,7 @@ static int post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
 
 	if (mrl_list_empty(&eng->free_chunks))
 		return -FI_EAGAIN;
-	chunk = first_chunk(&eng->free_chunks);
+	chunk = mrl_first_chunk(&eng->free_chunks);
 	chunk->op = op;
 	chunk->offset = off;
 	chunk->len = len;
@@ -279,7 +239,7 @@ static bool progress_op(struct mrl_engine *eng, struct mrl_op *op)
 	if (!op->rail_mask && !op->err)
 		op->err = -FI_EHOSTUNREACH;	/* every rail it had failed */
 	while (!op->err && !mrl_list_empty(&op->redo)) {
-		if (post_chunk(eng, op, first_chunk(&op->redo)))
+		if (post_chunk(eng, op, mrl_first_chunk(&op->redo)))
 			return !!op->err;
 	}
 	while (!op->err && op->next_off < op->body_len) {
@@ -344,63 +304,11 @@ void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op)
 		mrl_list_add_tail(&eng->pending, &op->link);
 }
 
-struct mrl_chunk *mrl_engine_whole_start(struct mrl_engine *eng,
-					 struct mrl_op *op,
-					 uint32_t rail_mask)
-{
-	uint32_t open = rail_mask & ~eng->full;
-	struct mrl_chunk *chunk;
-	int rail;
 
-	if (!open && !(rail_mask & (rail_mask - 1)))
-		open = rail_mask;	/* one rail: its depth, not its level */
-	if (!open || !mrl_list_empty(&eng->pending) ||
-	    mrl_list_empty(&eng->free_chunks))
-		return NULL;
-	rail = __builtin_ctz(open);
-	/* a new pass: a refusal of the last one does not count */
-	if (rail >= eng->nrails || !rail_has_room(eng, rail, op, op->len))
-		return NULL;
-	op->rail_mask = rail_mask;
-	op->chunk_size = op->len;
-	op->body_len = 0;
-	op->next_off = 0;
-	op->final_posted = true;
-	op->inflight = 0;
-	op->orphans = 0;
-	op->err = 0;
-	mrl_list_init(&op->redo);
-	chunk = first_chunk(&eng->free_chunks);
-	chunk->op = op;
-	chunk->offset = 0;
-	chunk->len = op->len;
-	chunk->rail = rail;
-	chunk->final = true;
-	chunk->orphan = false;
-	return chunk;
-}
 
-void mrl_engine_whole_posted(struct mrl_engine *eng, struct mrl_chunk *chunk)
-{
-	rail_take(eng, chunk);
-	mrl_list_add_tail(&eng->active, &chunk->op->link);
-}
 
-/* A chunk leaves its rail: the rail's credit comes back. */
-static inline void rail_release(struct mrl_engine *eng,
-				struct mrl_chunk *chunk)
-{
-	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
-
-	if (!--rc->inflight)
-		eng->busy &= ~(1u << chunk->rail);
-	rc->inflight_bytes -= chunk->len;
-	rail_level(eng, chunk->rail);
-	mrl_list_del(&chunk->link);
-}
-
-void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
-			   int err)
+void mrl_engine_chunk_done_any(struct mrl_engine *eng,
+			       struct mrl_chunk *chunk, int err)
 {
 	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
 	struct mrl_op *op = chunk->op;
@@ -412,7 +320,7 @@ void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
 		return;
 	}
 	rail_left = !(op->rail_mask & (1u << chunk->rail));
-	rail_release(eng, chunk);
+	mrl_rail_release(eng, chunk);
 	rc->completions++;
 	op->inflight--;
 	if (err)
@@ -458,7 +366,7 @@ int mrl_engine_reissue(struct mrl_engine *eng, int rail)
 			continue;
 		if (mrl_list_empty(&eng->free_chunks))
 			break;
-		copy = first_chunk(&eng->free_chunks);
+		copy = mrl_first_chunk(&eng->free_chunks);
 		mrl_list_del(&copy->link);
 		copy->op = op;
 		copy->offset = chunk->offset;
@@ -488,7 +396,7 @@ static void abandon_chunks(struct mrl_engine *eng, struct mrl_op *op)
 			chunk = mrl_container_of(cur, struct mrl_chunk, link);
 			if (chunk->op != op)
 				continue;
-			rail_release(eng, chunk);
+			mrl_rail_release(eng, chunk);
 			chunk->op = NULL;
 			mrl_list_add_tail(&eng->abandoned, &chunk->link);
 			op->inflight--;

@@ -197,30 +197,155 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op);
 void mrl_engine_post_pending(struct mrl_engine *eng);
 
-/*
- * The small op's fast path (mrl_rma.c, issue 18): an op of one buffer that
- * goes whole, as its own final chunk, on one rail, without the queue.
- * mrl_engine_whole_start gives its chunk on the lowest rail of rail_mask
- * below its fill level (or on the one rail of a mask of one) with credit,
- * the op set as mrl_op_prepare would, or NULL when no rail or chunk is at
- * hand or ops are queued before it: the op then goes the general way.
- * Once the core took the chunk, mrl_engine_whole_posted; if it refused,
- * nothing was taken, and the general way retries it.
- */
-struct mrl_chunk *mrl_engine_whole_start(struct mrl_engine *eng,
-					 struct mrl_op *op,
-					 uint32_t rail_mask);
-void mrl_engine_whole_posted(struct mrl_engine *eng, struct mrl_chunk *chunk);
-
 /* Post queued chunks while rails have credit. */
 static inline void mrl_engine_progress(struct mrl_engine *eng)
 {
 	if (!mrl_list_empty(&eng->pending))	/* every poll comes here */
 		mrl_engine_post_pending(eng);
 }
+/* ---- the engine's own, inline for the data path ------------------------ */
+
+static inline struct mrl_chunk *mrl_first_chunk(struct mrl_list *l)
+{
+	return mrl_container_of(l->next, struct mrl_chunk, link);
+}
+
+/* The rail's credit moved: is it at its fill level now? */
+static inline void mrl_rail_level(struct mrl_engine *eng, int rail)
+{
+	const struct mrl_rail_credit *rc = &eng->rail[rail];
+
+	if (rc->inflight >= eng->fill_chunks ||
+	    rc->inflight_bytes >= eng->fill_bytes)
+		eng->full |= 1u << rail;
+	else
+		eng->full &= ~(1u << rail);
+}
+
+static inline bool mrl_rail_has_room(const struct mrl_engine *eng, int rail,
+				     const struct mrl_op *op, size_t len)
+{
+	const struct mrl_rail_credit *rc = &eng->rail[rail];
+
+	if (rc->inflight >= eng->max_chunks_per_rail)
+		return false;
+	return op->unmetered || !rc->inflight_bytes ||
+	       rc->inflight_bytes + len <= eng->max_bytes_per_rail;
+}
+
+/* A chunk the core took: the rail's credit goes to it. */
+static inline void mrl_rail_take(struct mrl_engine *eng,
+				 struct mrl_chunk *chunk)
+{
+	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
+
+	mrl_list_del(&chunk->link);
+	mrl_list_add_tail(&rc->chunks, &chunk->link);
+	eng->busy |= 1u << chunk->rail;
+	rc->inflight++;
+	rc->inflight_bytes += chunk->len;
+	rc->chunks_posted++;
+	rc->bytes_posted += chunk->len;
+	mrl_rail_level(eng, chunk->rail);
+	chunk->op->inflight++;
+}
+
+/* A chunk leaves its rail: the rail's credit comes back. */
+static inline void mrl_rail_release(struct mrl_engine *eng,
+				    struct mrl_chunk *chunk)
+{
+	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
+
+	if (!--rc->inflight)
+		eng->busy &= ~(1u << chunk->rail);
+	rc->inflight_bytes -= chunk->len;
+	mrl_rail_level(eng, chunk->rail);
+	mrl_list_del(&chunk->link);
+}
+
+/*
+ * The small op's fast path (mrl_rma.c, issue 18): an op of one buffer that
+ * goes whole, as its own final chunk, on one rail, without the queue.
+ * mrl_engine_whole_start gives its chunk on the lowest rail of rail_mask
+ * below its fill level (or on the one rail of a mask of one) with credit,
+ * the op set as mrl_op_prepare would, or NULL when no rail or chunk is at
+ * hand or ops are queued before it: the op then goes the general way.  A
+ * rail's refusal in an earlier pass does not count here: this is a new one.
+ * Once the core took the chunk, mrl_engine_whole_posted; if it refused,
+ * nothing was taken, and the general way retries it.
+ */
+static inline struct mrl_chunk *
+mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
+		       uint32_t rail_mask)
+{
+	uint32_t open = rail_mask & ~eng->full;
+	struct mrl_chunk *chunk;
+	int rail;
+
+	if (!open && !(rail_mask & (rail_mask - 1)))
+		open = rail_mask;	/* one rail: its depth, not its level */
+	if (!open || !mrl_list_empty(&eng->pending) ||
+	    mrl_list_empty(&eng->free_chunks))
+		return NULL;
+	rail = __builtin_ctz(open);
+	if (rail >= eng->nrails || !mrl_rail_has_room(eng, rail, op, op->len))
+		return NULL;
+	op->rail_mask = rail_mask;
+	op->chunk_size = op->len;
+	op->body_len = 0;
+	op->next_off = 0;
+	op->final_posted = true;
+	op->inflight = 0;
+	op->orphans = 0;
+	op->err = 0;
+	mrl_list_init(&op->redo);
+	chunk = mrl_first_chunk(&eng->free_chunks);
+	chunk->op = op;
+	chunk->offset = 0;
+	chunk->len = op->len;
+	chunk->rail = rail;
+	chunk->final = true;
+	chunk->orphan = false;
+	return chunk;
+}
+
+static inline void mrl_engine_whole_posted(struct mrl_engine *eng,
+					   struct mrl_chunk *chunk)
+{
+	mrl_rail_take(eng, chunk);
+	mrl_list_add_tail(&eng->active, &chunk->op->link);
+}
+
 /* A chunk completed (err 0) or failed; may finish its op. */
-void mrl_engine_chunk_done(struct mrl_engine *eng, struct mrl_chunk *chunk,
-			   int err);
+void mrl_engine_chunk_done_any(struct mrl_engine *eng,
+			       struct mrl_chunk *chunk, int err);
+
+/*
+ * The common case inline: the last chunk of an op back fine, nothing to
+ * post again, nothing stuck elsewhere (the fast path's ops, and every op's
+ * last chunk).
+ */
+static inline void mrl_engine_chunk_done(struct mrl_engine *eng,
+					 struct mrl_chunk *chunk, int err)
+{
+	struct mrl_op *op = chunk->op;
+	struct mrl_rail_credit *rc;
+
+	if (err || !op || chunk->orphan || op->inflight != 1 || op->err ||
+	    op->next_off < op->body_len || !op->final_posted ||
+	    !mrl_list_empty(&op->redo)) {
+		mrl_engine_chunk_done_any(eng, chunk, err);
+		return;
+	}
+	rc = &eng->rail[chunk->rail];
+	mrl_rail_release(eng, chunk);
+	rc->completions++;
+	rc->bytes_completed += chunk->len;
+	op->inflight = 0;
+	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
+	mrl_list_del(&op->link);
+	eng->ops->op_done(eng->owner, op, 0);
+}
 bool mrl_engine_idle(const struct mrl_engine *eng);
 
 /*
