@@ -341,7 +341,12 @@ struct mrl_av {
 
 int mrl_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 		struct fid_av **av, void *context);
-struct mrl_peer *mrl_av_peer(struct mrl_av *av, fi_addr_t addr);
+/* The peer behind a user's fi_addr, NULL for none: every op asks. */
+static inline struct mrl_peer *mrl_av_peer(const struct mrl_av *av,
+					   fi_addr_t addr)
+{
+	return addr < av->count ? av->table[addr] : NULL;
+}
 fi_addr_t mrl_av_src_addr(struct mrl_av *av, fi_addr_t core_addr0);
 /* Where a control message came from, as far as we can tell. */
 struct mrl_ctrl_from {
@@ -549,8 +554,11 @@ struct mrl_ep {
 	bool ctrl_ep_enabled;
 	bool no_rma_inject;		/* the core said -FI_ENOSYS to one */
 	bool enable_failed;		/* with receives posted: close only */
-	bool in_progress;
+	bool progress_held;		/* not enabled yet, or a progress call
+					 * up the stack: progress returns */
 	bool want_src;			/* FI_SOURCE: cores' sources wanted */
+	uint32_t src_rails;		/* rails whose sources are read: the
+					 * user's FI_SOURCE, rail 0's claims */
 	uint64_t now_ns;		/* the clock at the last health tick */
 	int health_ticks;		/* progress calls since */
 	int sick_peers;			/* peers with a rail down we probe */

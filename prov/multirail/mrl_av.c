@@ -621,13 +621,6 @@ static int mrl_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
 	return ret;
 }
 
-struct mrl_peer *mrl_av_peer(struct mrl_av *av, fi_addr_t addr)
-{
-	if (addr >= av->count)
-		return NULL;
-	return av->table[addr];
-}
-
 fi_addr_t mrl_av_src_addr(struct mrl_av *av, fi_addr_t core0)
 {
 	if (core0 >= av->nrev0)

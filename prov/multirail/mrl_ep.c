@@ -258,7 +258,10 @@ static int enable(struct mrl_ep *ep)
 		ep->enable_failed = true;
 		return ret;
 	}
+	ep->src_rails = ep->want_src ? mrl_rail_mask(ep->nrails) :
+			ep->domain->src0 ? 1u : 0;
 	ep->enabled = true;
+	ep->progress_held = false;
 	mrl_ctrl_hello_partial(ep);
 	return 0;
 }
@@ -727,6 +730,7 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 		return -FI_ENOMEM;
 	}
 	ep->want_src = !!(info->caps & FI_SOURCE);
+	ep->progress_held = true;	/* until enabled */
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->tx_iov_limit = iov_limit(info->tx_attr ?

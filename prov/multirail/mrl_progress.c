@@ -155,7 +155,7 @@ static void read_err(struct mrl_ep *ep, int rail)
 /* Are rail's sources read: the user's FI_SOURCE, or rail 0's claims. */
 static inline bool reads_src(const struct mrl_ep *ep, int rail)
 {
-	return ep->want_src || (!rail && ep->domain->src0);
+	return ep->src_rails & (1u << rail);
 }
 
 /*
@@ -246,21 +246,35 @@ void mrl_ep_kick0(struct mrl_ep *ep)
  * arrive unannounced.  An idle endpoint reads one rail per call; a busy
  * one an idle rail every MRL_IDLE_READ_EVERY calls.
  */
-static uint32_t rails_due(struct mrl_ep *ep)
+static inline uint32_t idle_rail(struct mrl_ep *ep)
+{
+	uint32_t bit = 1u << ep->poll_next;
+
+	if (++ep->poll_next == ep->nrails)
+		ep->poll_next = 0;
+	return bit;
+}
+
+static uint32_t __attribute__((noinline))
+rails_due_rare(struct mrl_ep *ep, uint32_t due)
+{
+	if (ep->ctrl_backlog)		/* rails still connecting */
+		return mrl_rail_mask(ep->nrails);
+	ep->kick0--;
+	due |= 1u;
+	if (!(++ep->poll_calls % MRL_IDLE_READ_EVERY))
+		due |= idle_rail(ep);
+	return due;
+}
+
+static inline uint32_t rails_due(struct mrl_ep *ep)
 {
 	uint32_t due = ep->engine.busy | ep->side_busy;
 
-	if (ep->kick0) {
-		ep->kick0--;
-		due |= 1u;
-	}
-	if (ep->ctrl_backlog)		/* rails still connecting */
-		return mrl_rail_mask(ep->nrails);
-	if (!due || !(++ep->poll_calls % MRL_IDLE_READ_EVERY)) {
-		due |= 1u << ep->poll_next;
-		if (++ep->poll_next == ep->nrails)
-			ep->poll_next = 0;
-	}
+	if (ep->kick0 || ep->ctrl_backlog)
+		return rails_due_rare(ep, due);
+	if (!due || !(++ep->poll_calls % MRL_IDLE_READ_EVERY))
+		due |= idle_rail(ep);
 	return due;
 }
 
@@ -356,9 +370,9 @@ void mrl_ep_progress(struct mrl_ep *ep)
 	ssize_t n;
 	int rail;
 
-	if (!ep->enabled || ep->in_progress)
+	if (ep->progress_held)
 		return;
-	ep->in_progress = true;
+	ep->progress_held = true;
 	due = rails_due(ep);
 	if (!(due & (due - 1))) {
 		rail = __builtin_ctz(due);
@@ -374,7 +388,7 @@ void mrl_ep_progress(struct mrl_ep *ep)
 	    !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due ||
 	    ep->av->hello_due)
 		progress_rest(ep);
-	ep->in_progress = false;
+	ep->progress_held = false;
 }
 
 /* ---- injects, passed whole to rail 0 ------------------------------------ */

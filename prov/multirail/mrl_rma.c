@@ -221,6 +221,18 @@ static ssize_t post_msg(struct mrl_ep *ep, const struct mrl_chunk *chunk,
 					  fi_readmsg(core, &msg, flags);
 }
 
+/* mrl_ep_report's success for an RMA, with what the op already tells. */
+static inline void report_done(struct mrl_ep *ep, const struct mrl_op *op,
+			       uint64_t cq_flags)
+{
+	mrl_cntr_inc(op->kind == MRL_OP_WRITE ? ep->cntr_write :
+						ep->cntr_read);
+	if (ep->tx_cq && (!(ep->tx_cq_flags & FI_SELECTIVE_COMPLETION) ||
+			  (op->flags & FI_COMPLETION)))
+		mrl_cq_write(ep->tx_cq, op->context, cq_flags, op->len, NULL,
+			     0, 0, FI_ADDR_NOTAVAIL);
+}
+
 int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 {
 	struct mrl_ep *ep = owner;
@@ -259,9 +271,11 @@ void mrl_rma_op_done(void *owner, struct mrl_op *op, int err)
 	struct mrl_ep *ep = owner;
 	struct mrl_rma_req *req = &slot_of(op)->req;
 
-	mrl_ep_report(ep, true, op->context,
-		      req->cq_flags | (op->flags & FI_COMPLETION), op->len,
-		      err, 0);
+	if (err)
+		mrl_ep_report_err(ep, ep->tx_cq, op->context, req->cq_flags,
+				  err, 0);
+	else
+		report_done(ep, op, req->cq_flags);
 	req->next_free = ep->rma_free;
 	ep->rma_free = req;
 }
@@ -651,12 +665,12 @@ static int rma_whole(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	ep->rma_free = req->next_free;
 	req->cq_flags = FI_RMA | (a->kind == MRL_OP_WRITE ? FI_WRITE : FI_READ);
 	mrl_engine_whole_posted(&ep->engine, chunk);
-	slot_of(op)->key = a->rma_iov->key;
+	/* for a post again elsewhere; keys of every rail: none to widen to */
 	slot_of(op)->keyv = keyv == &key0 ? slot_of(op)->keys : keyv;
 	slot_of(op)->keys[0] = key0;
-	slot_of(op)->key_rails = peer->nrails;
-	slot_of(op)->local_near = mr ? mr->near_mask : 0;
-	peer->refused_rails &= ~(1u << chunk->rail);
+	slot_of(op)->key_rails = MRL_MAX_RAILS;
+	if (peer->refused_rails)
+		peer->refused_rails &= ~(1u << chunk->rail);
 	if (a->kind == MRL_OP_WRITE && chunk->rail)
 		mrl_fence_write_posted(ep, peer, chunk->rail, op->raddr,
 				       keyv[chunk->rail]);
