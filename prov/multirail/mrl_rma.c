@@ -561,14 +561,15 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 }
 
 /*
- * The small op's fast path: rail 0's keys or the target's, known; the
- * rails they reach, *near those of both buffers; NULL when the general
- * way must ask or decide (the keys unknown, or known for fewer rails than
- * the peer has).
+ * The small op's fast path: the keys of every rail to peer (rail 0's from
+ * the user's key alone, or the target's that we learned), and in *rails
+ * those nearest both buffers; NULL where the general way must ask or
+ * decide (keys unknown, or known for fewer rails than the peer has).
  */
-static const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
-				  uint64_t key, uint64_t *key0,
-				  const struct mrl_mr *mr, uint32_t *rails)
+static inline __attribute__((always_inline))
+const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
+			   uint64_t key, uint64_t *key0,
+			   const struct mrl_mr *mr, uint32_t *rails)
 {
 	const struct mrl_key_entry *entry;
 	uint32_t local = mr ? mr->near_mask : 0;
@@ -589,8 +590,9 @@ static const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 }
 
 /* The core's plain call for a whole op's chunk. */
-static ssize_t post_whole(struct mrl_ep *ep, const struct mrl_op *op,
-			  struct mrl_chunk *chunk, uint64_t key)
+static inline __attribute__((always_inline))
+ssize_t post_whole(struct mrl_ep *ep, const struct mrl_op *op,
+		   struct mrl_chunk *chunk, uint64_t key)
 {
 	const struct mrl_mr *mr = op->desc[0];
 	int rail = chunk->rail;
@@ -610,18 +612,35 @@ static ssize_t post_whole(struct mrl_ep *ep, const struct mrl_op *op,
 			op->raddr, key, mrl_chunk_hdr(chunk));
 }
 
+/* One buffer's op, as fi_write, fi_writedata and fi_read give it. */
+struct one_args {
+	enum mrl_op_kind kind;
+	void *buf;
+	size_t len;
+	void *desc;
+	fi_addr_t addr;
+	uint64_t raddr;
+	uint64_t key;
+	void *context;
+	uint64_t data;
+	uint64_t flags;
+};
+
 /*
  * The small op's fast path (issue 18): fi_write, fi_writedata, fi_read
  * and their one-iov forms, of host memory, under the stripe size, to a
  * peer whose keys we know and whose rails all work, sent whole on one rail
- * with the core's plain call, nothing asked of it but a completion.  1 when any of that does not hold, or the core
- * refused: then rma_submit, which handles every case (and warns of bad
- * input).  The op's state is the general way's, so failover, fences and
- * completion treat both alike.  Domain locked.
+ * with the core's plain call, nothing asked of it but a completion.  1
+ * when any of that does not hold, or the core refused: then rma_submit,
+ * which handles every case (and warns of bad input).  The op's state is
+ * the general way's, so failover, fences and completion treat both alike.
+ * Inline in each caller, so that its arguments stay in registers.  Domain
+ * locked.
  */
-static int rma_whole(struct mrl_ep *ep, const struct mrl_rma_args *a)
+static inline __attribute__((always_inline))
+int rma_whole(struct mrl_ep *ep, const struct one_args *a)
 {
-	const struct mrl_mr *mr = a->desc ? a->desc[0] : NULL;
+	const struct mrl_mr *mr = a->desc;
 	uint64_t flags = a->flags | ep->tx_op_flags, key0;
 	const uint64_t *keyv;
 	struct mrl_rma_req *req = ep->rma_free;
@@ -630,14 +649,14 @@ static int rma_whole(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	struct mrl_op *op;
 	uint32_t rails;
 
-	if (a->count != 1 || a->len - 1 >= ep->whole_max || !req ||
+	if (a->len - 1 >= ep->whole_max || !req ||
 	    (flags & FI_DELIVERY_COMPLETE) ||
 	    (mr ? mr->iface != FI_HMEM_SYSTEM : ep->domain->core_mr_local))
 		return 1;
 	peer = mrl_av_peer(ep->av, a->addr);
 	if (!peer || peer->partial || peer->rails_down)
 		return 1;
-	keyv = whole_keys(ep, peer, a->rma_iov->key, &key0, mr, &rails);
+	keyv = whole_keys(ep, peer, a->key, &key0, mr, &rails);
 	if (!keyv)
 		return 1;
 	if (ep->ctrl_ep || (rails & ~peer->rails_up & ~1u))
@@ -647,8 +666,9 @@ static int rma_whole(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	op->kind = a->kind;
 	op->flags = flags;
 	op->len = a->len;
-	op->iov[0] = a->iov[0];
-	op->desc[0] = (void *) mr;
+	op->iov[0].iov_base = a->buf;
+	op->iov[0].iov_len = a->len;
+	op->desc[0] = a->desc;
 	op->iov_count = 1;
 	op->peer = peer;
 	op->unmetered = false;
@@ -658,17 +678,18 @@ static int rma_whole(struct mrl_ep *ep, const struct mrl_rma_args *a)
 		return 1;	/* a flush of its own: the general way */
 	op->context = a->context;
 	op->data = a->data;
-	op->raddr = a->rma_iov->addr;
+	op->raddr = a->raddr;
 	if (post_whole(ep, op, chunk, keyv[chunk->rail]))
 		return 1;
 
 	ep->rma_free = req->next_free;
 	req->cq_flags = FI_RMA | (a->kind == MRL_OP_WRITE ? FI_WRITE : FI_READ);
 	mrl_engine_whole_posted(&ep->engine, chunk);
-	/* for a post again elsewhere; keys of every rail: none to widen to */
+	/* for a post again elsewhere (every rail's key: never widened) */
+	slot_of(op)->key = a->key;
 	slot_of(op)->keyv = keyv == &key0 ? slot_of(op)->keys : keyv;
 	slot_of(op)->keys[0] = key0;
-	slot_of(op)->key_rails = MRL_MAX_RAILS;
+	slot_of(op)->key_rails = peer->nrails;
 	if (peer->refused_rails)
 		peer->refused_rails &= ~(1u << chunk->rail);
 	if (a->kind == MRL_OP_WRITE && chunk->rail)
@@ -677,15 +698,43 @@ static int rma_whole(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	return 0;
 }
 
-static ssize_t rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a,
-			  bool plain)
+static ssize_t rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
+{
+	struct mrl_ep *ep = to_ep(ep_fid);
+	ssize_t ret;
+
+	mrl_lock(ep->domain);
+	ret = rma_submit(ep, a);
+	mrl_unlock(ep->domain);
+	return ret;
+}
+
+/* The general way of one buffer's op, when the fast path declines it. */
+static ssize_t __attribute__((noinline))
+one_submit(struct mrl_ep *ep, const struct one_args *o)
+{
+	struct iovec iov = { o->buf, o->len };
+	void *desc = o->desc;
+	struct fi_rma_iov rma = { o->raddr, o->len, o->key };
+	struct mrl_rma_args a = {
+		.kind = o->kind, .iov = &iov, .desc = &desc, .count = 1,
+		.len = o->len, .addr = o->addr, .rma_iov = &rma,
+		.rma_count = 1, .context = o->context, .data = o->data,
+		.flags = o->flags,
+	};
+
+	return rma_submit(ep, &a);
+}
+
+static inline __attribute__((always_inline))
+ssize_t rma_one(struct fid_ep *ep_fid, const struct one_args *a)
 {
 	struct mrl_ep *ep = to_ep(ep_fid);
 	ssize_t ret = 0;
 
 	mrl_lock(ep->domain);
-	if (!plain || !ep->enabled || !a->iov || rma_whole(ep, a))
-		ret = rma_submit(ep, a);
+	if (!ep->enabled || rma_whole(ep, a))
+		ret = one_submit(ep, a);
 	mrl_unlock(ep->domain);
 	return ret;
 }
@@ -707,7 +756,7 @@ static ssize_t rma_msg(struct fid_ep *ep, enum mrl_op_kind kind,
 	};
 
 	a.len = iov_len(a.iov, a.count);
-	return rma_locked(ep, &a, false);
+	return rma_locked(ep, &a);
 }
 
 /* fi_write, fi_read and friends: one remote iov that the local iovs fill. */
@@ -724,7 +773,7 @@ static ssize_t rma_plain(struct fid_ep *ep, enum mrl_op_kind kind,
 		.context = context, .data = data, .flags = flags,
 	};
 
-	return rma_locked(ep, &a, true);
+	return rma_locked(ep, &a);
 }
 
 static ssize_t mrl_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
@@ -742,6 +791,16 @@ static ssize_t mrl_writev(struct fid_ep *ep, const struct iovec *iov,
 			  void **desc, size_t count, fi_addr_t dest,
 			  uint64_t addr, uint64_t key, void *context)
 {
+	if (count == 1 && iov) {
+		struct one_args a = {
+			.kind = MRL_OP_WRITE, .buf = iov[0].iov_base,
+			.len = iov[0].iov_len, .desc = desc ? desc[0] : NULL,
+			.addr = dest, .raddr = addr, .key = key,
+			.context = context,
+		};
+
+		return rma_one(ep, &a);
+	}
 	return rma_plain(ep, MRL_OP_WRITE, iov, desc, count,
 			 iov_len(iov, count), dest, addr, key, context, 0, 0);
 }
@@ -750,20 +809,26 @@ static ssize_t mrl_write(struct fid_ep *ep, const void *buf, size_t len,
 			 void *desc, fi_addr_t dest, uint64_t addr,
 			 uint64_t key, void *context)
 {
-	struct iovec iov = { (void *) buf, len };
+	struct one_args a = {
+		.kind = MRL_OP_WRITE, .buf = (void *) buf, .len = len,
+		.desc = desc, .addr = dest, .raddr = addr, .key = key,
+		.context = context,
+	};
 
-	return rma_plain(ep, MRL_OP_WRITE, &iov, &desc, 1, len, dest, addr,
-			 key, context, 0, 0);
+	return rma_one(ep, &a);
 }
 
 static ssize_t mrl_writedata(struct fid_ep *ep, const void *buf, size_t len,
 			     void *desc, uint64_t data, fi_addr_t dest,
 			     uint64_t addr, uint64_t key, void *context)
 {
-	struct iovec iov = { (void *) buf, len };
+	struct one_args a = {
+		.kind = MRL_OP_WRITE, .buf = (void *) buf, .len = len,
+		.desc = desc, .addr = dest, .raddr = addr, .key = key,
+		.context = context, .data = data, .flags = FI_REMOTE_CQ_DATA,
+	};
 
-	return rma_plain(ep, MRL_OP_WRITE, &iov, &desc, 1, len, dest, addr,
-			 key, context, data, FI_REMOTE_CQ_DATA);
+	return rma_one(ep, &a);
 }
 
 static ssize_t mrl_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
@@ -776,6 +841,16 @@ static ssize_t mrl_readv(struct fid_ep *ep, const struct iovec *iov,
 			 void **desc, size_t count, fi_addr_t src,
 			 uint64_t addr, uint64_t key, void *context)
 {
+	if (count == 1 && iov) {
+		struct one_args a = {
+			.kind = MRL_OP_READ, .buf = iov[0].iov_base,
+			.len = iov[0].iov_len, .desc = desc ? desc[0] : NULL,
+			.addr = src, .raddr = addr, .key = key,
+			.context = context,
+		};
+
+		return rma_one(ep, &a);
+	}
 	return rma_plain(ep, MRL_OP_READ, iov, desc, count,
 			 iov_len(iov, count), src, addr, key, context, 0, 0);
 }
@@ -784,10 +859,12 @@ static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
 			fi_addr_t src, uint64_t addr, uint64_t key,
 			void *context)
 {
-	struct iovec iov = { buf, len };
+	struct one_args a = {
+		.kind = MRL_OP_READ, .buf = buf, .len = len, .desc = desc,
+		.addr = src, .raddr = addr, .key = key, .context = context,
+	};
 
-	return rma_plain(ep, MRL_OP_READ, &iov, &desc, 1, len, src, addr, key,
-			 context, 0, 0);
+	return rma_one(ep, &a);
 }
 
 /*
