@@ -315,6 +315,9 @@ struct mrl_peer {
 	void *addr;			/* composite address */
 	size_t addrlen;
 	struct mrl_key_entry *keys[MRL_KEY_BUCKETS];
+	/* the entry the last small op used: programs write to one target
+	 * key again and again (entries live as long as the peer) */
+	const struct mrl_key_entry *key_hint;
 };
 
 struct mrl_ep;

@@ -580,10 +580,13 @@ const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 		*rails = 1u;
 		return key0;
 	}
-	entry = mrl_ctrl_key_lookup(ep, peer, key);
+	entry = peer->key_hint;
+	if (!entry || entry->key != key)
+		entry = mrl_ctrl_key_lookup(ep, peer, key);
 	if (!entry || entry->state != MRL_KEY_VALID ||
 	    entry->nrails < peer->nrails)
 		return NULL;
+	peer->key_hint = entry;
 	*rails = mrl_sched_near(local, entry->near_mask,
 				mask_of(peer->nrails));
 	return entry->keys;
