@@ -768,10 +768,11 @@ static int post_fast(struct mrl_engine *eng, struct fake *f,
 
 /*
  * The small op's fast path keeps the general way's rules and state: the
- * lowest rail below its fill level, the one rail of a one-rail mask up to
- * its depth, none (the general way) with every rail of a wider mask full
- * or an op queued; its op completes once, is found by mrl_engine_fail_ops,
- * and a failure on a rail it left is posted again elsewhere.
+ * lowest rail below its fill level, then the rails in turn up to their
+ * depth (the one rail of a one-rail mask too), none (the general way) when
+ * that rail has no room or an op is queued; its op completes once, is
+ * found by mrl_engine_fail_ops, and a failure on a rail it left is posted
+ * again elsewhere.
  */
 static void test_whole_fast_path(void)
 {
@@ -780,29 +781,33 @@ static void test_whole_fast_path(void)
 		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
 		.fill_chunks = 2, .fill_bytes = 1 << 20,
 	};
+	static const int want[] = { 0, 0, 1, 1, 0, 1, 1, -1, 0, -1 };
+	static const uint32_t mask[] = { 3, 3, 3, 3, 3, 3, 2, 2, 3, 3 };
 	struct mrl_op ops[12], queued;
 	struct mrl_engine eng;
 	struct fake f;
-	int i, rails[5];
+	int i, n = 0, rail;
 
 	memset(&f, 0, sizeof(f));
 	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
 		abort();
-	for (i = 0; i < 5; i++)
-		rails[i] = post_fast(&eng, &f, &ops[i], 64, 0x3);
-	CHECK(rails[0] == 0 && rails[1] == 0 && rails[2] == 1 &&
-	      rails[3] == 1 && rails[4] == -1,
-	      "fill 2 per rail: rails %d %d %d %d, then %d", rails[0],
-	      rails[1], rails[2], rails[3], rails[4]);
-	CHECK(post_fast(&eng, &f, &ops[4], 64, 0x2) == 1 &&
-	      post_fast(&eng, &f, &ops[5], 64, 0x2) == 1 &&
-	      post_fast(&eng, &f, &ops[6], 64, 0x2) == -1,
-	      "one rail: up to its depth of 4, then none");
-	CHECK(eng.rail[1].inflight == 4 && eng.busy == 0x3 && eng.full == 0x3,
-	      "credit: rail 1 %u in flight, busy 0x%x full 0x%x",
-	      eng.rail[1].inflight, eng.busy, eng.full);
+	/* fill 2 a rail, then turns; a one-rail mask up to the depth of 4 */
+	for (i = 0; i < 10; i++) {
+		rail = post_fast(&eng, &f, &ops[n], 64, mask[i]);
+		CHECK(rail == want[i], "op %d (mask 0x%x): rail %d, not %d",
+		      i, mask[i], rail, want[i]);
+		n += rail >= 0;
+	}
+	CHECK(n == 8 && eng.rail[0].inflight == 4 &&
+	      eng.rail[1].inflight == 4 && eng.busy == 0x3 && eng.full == 0x3,
+	      "%d posted, %u and %u in flight, busy 0x%x full 0x%x", n,
+	      eng.rail[0].inflight, eng.rail[1].inflight, eng.busy, eng.full);
 
-	/* a failure on a rail the op left: posted again on rail 0, once */
+	/* one op ends fine; one fails on the rail it left: posted again
+	 * on rail 0 (ops[2] is on rail 1) */
+	complete_at(&eng, &f, posted_on(&f, 0), 0);
+	CHECK(f.done_calls == 1 && !f.done_err, "done %d err %d",
+	      f.done_calls, f.done_err);
 	for (i = 0; i < f.nposted && f.posted[i]->op != &ops[2]; i++)
 		;
 	CHECK(i < f.nposted && f.posted[i]->rail == 1, "op 2 not on rail 1");
@@ -810,27 +815,27 @@ static void test_whole_fast_path(void)
 		return;
 	ops[2].rail_mask = 0x1;
 	complete_at(&eng, &f, i, -FI_EIO);
-	CHECK(f.done_calls == 0, "the op ended on a rail's failure");
+	CHECK(f.done_calls == 1, "the op ended on a rail's failure");
 	mrl_engine_progress(&eng);
 	CHECK(last_rail(&f) == 0 && f.posted[f.nposted - 1]->op == &ops[2],
 	      "not posted again on rail 0");
 
-	/* an op queued before: the fast path leaves it its turn */
-	f.eagain[0] = 1;
+	/* an op queued before (no room on its rail): the fast path leaves
+	 * it its turn */
 	init_op(&queued, 64, 0);
 	mrl_op_prepare(&eng, &queued, 0x1, 64);
 	mrl_engine_submit(&eng, &queued);
-	CHECK(!mrl_list_empty(&eng.pending), "refused op not queued");
-	CHECK(post_fast(&eng, &f, &ops[7], 64, 0x1) == -1,
+	CHECK(!mrl_list_empty(&eng.pending), "op without room not queued");
+	CHECK(post_fast(&eng, &f, &ops[9], 64, 0x2) == -1,
 	      "the fast path passed a queued op");
 
 	/* ops of a dead peer: failed at once, the fast path's included */
 	mrl_engine_fail_ops(&eng, match_any, NULL, -FI_EHOSTUNREACH);
-	CHECK(f.done_calls == 7 && f.done_err == -FI_EHOSTUNREACH,
-	      "%d ops failed of 7", f.done_calls);
+	CHECK(f.done_calls == 9 && f.done_err == -FI_EHOSTUNREACH,
+	      "%d ops ended of 9", f.done_calls);
 	while (f.nposted)
 		complete_at(&eng, &f, 0, 0);
-	CHECK(f.done_calls == 7, "%d completions for 7 ops", f.done_calls);
+	CHECK(f.done_calls == 9, "%d completions for 9 ops", f.done_calls);
 	CHECK(!eng.busy && !eng.full && mrl_engine_idle(&eng),
 	      "drained: busy 0x%x full 0x%x", eng.busy, eng.full);
 

@@ -642,9 +642,32 @@ void mrl_ctrl_progress(struct mrl_ep *ep);
 int mrl_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
 		  struct fid_poll **pollset);
 
-bool mrl_fence_write_posted(struct mrl_ep *ep, struct mrl_peer *peer,
-			    int rail, uint64_t addr, uint64_t key);
-bool mrl_fence_owned_elsewhere(struct mrl_ep *ep, struct mrl_peer *peer);
+/* Another endpoint tracks this peer's rails for fences (mrl_fence.c). */
+static inline bool mrl_fence_owned_elsewhere(const struct mrl_ep *ep,
+					     const struct mrl_peer *peer)
+{
+	return peer->fence.owner && peer->fence.owner != ep;
+}
+
+/*
+ * A write chunk without delivery completion went out on rail: a send to
+ * peer flushes the rail first.  False where another endpoint tracks it.
+ * Every small write on a rail but 0 comes here: inline.
+ */
+static inline bool mrl_fence_write_posted(struct mrl_ep *ep,
+					  struct mrl_peer *peer, int rail,
+					  uint64_t addr, uint64_t key)
+{
+	struct mrl_peer_fence *f = &peer->fence;
+
+	if (mrl_fence_owned_elsewhere(ep, peer))
+		return false;
+	f->owner = ep;
+	f->dirty |= 1u << rail;
+	f->addr[rail] = addr;
+	f->key[rail] = key;
+	return true;
+}
 int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer);
 void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err);
 void mrl_fence_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);

@@ -28,26 +28,6 @@ static uint32_t bit(int rail)
 	return 1u << rail;
 }
 
-bool mrl_fence_owned_elsewhere(struct mrl_ep *ep, struct mrl_peer *peer)
-{
-	return peer->fence.owner && peer->fence.owner != ep;
-}
-
-/* A write chunk without delivery completion went out on rail. */
-bool mrl_fence_write_posted(struct mrl_ep *ep, struct mrl_peer *peer,
-			    int rail, uint64_t addr, uint64_t key)
-{
-	struct mrl_peer_fence *f = &peer->fence;
-
-	if (mrl_fence_owned_elsewhere(ep, peer))
-		return false;
-	f->owner = ep;
-	f->dirty |= bit(rail);
-	f->addr[rail] = addr;
-	f->key[rail] = key;
-	return true;
-}
-
 static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
 	struct mrl_peer_fence *f = &peer->fence;

@@ -267,12 +267,14 @@ static inline void mrl_rail_release(struct mrl_engine *eng,
  * The small op's fast path (mrl_rma.c, issue 18): an op of one buffer that
  * goes whole, as its own final chunk, on one rail, without the queue.
  * mrl_engine_whole_start gives its chunk on the lowest rail of rail_mask
- * below its fill level (or on the one rail of a mask of one) with credit,
- * the op set as mrl_op_prepare would, or NULL when no rail or chunk is at
- * hand or ops are queued before it: the op then goes the general way.  A
- * rail's refusal in an earlier pass does not count here: this is a new one.
- * Once the core took the chunk, mrl_engine_whole_posted; if it refused,
- * nothing was taken, and the general way retries it.
+ * below its fill level; with every one at its level, on the rail whose
+ * turn it is (no loop over the rails, as the general way's least loaded),
+ * or the one rail of a mask of one, up to its depth.  The op is set as
+ * mrl_op_prepare would.  NULL when that rail has no room, no chunk is
+ * free or ops are queued before it: the op then goes the general way.  A
+ * rail's refusal in an earlier pass does not count here: this is a new
+ * one.  Once the core took the chunk, mrl_engine_whole_posted; if it
+ * refused, nothing was taken, and the general way retries it.
  */
 static inline struct mrl_chunk *
 mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
@@ -282,14 +284,18 @@ mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
 	struct mrl_chunk *chunk;
 	int rail;
 
-	if (!open && !(rail_mask & (rail_mask - 1)))
-		open = rail_mask;	/* one rail: its depth, not its level */
+	/* every rail at its level: they take turns, up to their depth */
+	if (!open)
+		open = rail_mask & (rail_mask - 1) ?
+		       rail_mask & (1u << eng->next_rail) : rail_mask;
 	if (!open || !mrl_list_empty(&eng->pending) ||
 	    mrl_list_empty(&eng->free_chunks))
 		return NULL;
 	rail = __builtin_ctz(open);
 	if (rail >= eng->nrails || !mrl_rail_has_room(eng, rail, op, op->len))
 		return NULL;
+	if (eng->full & (1u << rail))
+		eng->next_rail = rail + 1 < eng->nrails ? rail + 1 : 0;
 	op->rail_mask = rail_mask;
 	op->chunk_size = op->len;
 	op->body_len = 0;
