@@ -238,14 +238,7 @@ void mrl_ep_kick0(struct mrl_ep *ep)
 	ep->kick0 = MRL_KICK0_CALLS;
 }
 
-/*
- * The rails this call reads: those the engine or side requests (fences,
- * probes, control sends, and on rail 0 messages) wait on, rail 0 after an
- * inject, every rail while control sends wait for connections, and one
- * more by rotation: remote events, a peer's messages and its connections
- * arrive unannounced.  An idle endpoint reads one rail per call; a busy
- * one an idle rail every MRL_IDLE_READ_EVERY calls.
- */
+/* The next idle rail in turn. */
 static inline uint32_t idle_rail(struct mrl_ep *ep)
 {
 	uint32_t bit = 1u << ep->poll_next;
@@ -255,6 +248,7 @@ static inline uint32_t idle_rail(struct mrl_ep *ep)
 	return bit;
 }
 
+/* rails_due after an inject, or while rails connect: off the empty poll. */
 static uint32_t __attribute__((noinline))
 rails_due_rare(struct mrl_ep *ep, uint32_t due)
 {
@@ -267,6 +261,14 @@ rails_due_rare(struct mrl_ep *ep, uint32_t due)
 	return due;
 }
 
+/*
+ * The rails this call reads: those the engine or side requests (fences,
+ * probes, control sends, and on rail 0 messages) wait on, rail 0 after an
+ * inject, every rail while control sends wait for connections, and one
+ * more by rotation: remote events, a peer's messages and its connections
+ * arrive unannounced.  An idle endpoint reads one rail per call; a busy
+ * one an idle rail every MRL_IDLE_READ_EVERY calls.
+ */
 static inline uint32_t rails_due(struct mrl_ep *ep)
 {
 	uint32_t due = ep->engine.busy | ep->side_busy;
