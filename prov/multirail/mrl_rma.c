@@ -221,18 +221,6 @@ static ssize_t post_msg(struct mrl_ep *ep, const struct mrl_chunk *chunk,
 					  fi_readmsg(core, &msg, flags);
 }
 
-/* mrl_ep_report's success for an RMA, with what the op already tells. */
-static inline void report_done(struct mrl_ep *ep, const struct mrl_op *op,
-			       uint64_t cq_flags)
-{
-	mrl_cntr_inc(op->kind == MRL_OP_WRITE ? ep->cntr_write :
-						ep->cntr_read);
-	if (ep->tx_cq && (!(ep->tx_cq_flags & FI_SELECTIVE_COMPLETION) ||
-			  (op->flags & FI_COMPLETION)))
-		mrl_cq_write(ep->tx_cq, op->context, cq_flags, op->len, NULL,
-			     0, 0, FI_ADDR_NOTAVAIL);
-}
-
 int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 {
 	struct mrl_ep *ep = owner;
@@ -271,11 +259,9 @@ void mrl_rma_op_done(void *owner, struct mrl_op *op, int err)
 	struct mrl_ep *ep = owner;
 	struct mrl_rma_req *req = &slot_of(op)->req;
 
-	if (err)
-		mrl_ep_report_err(ep, ep->tx_cq, op->context, req->cq_flags,
-				  err, 0);
-	else
-		report_done(ep, op, req->cq_flags);
+	mrl_ep_report(ep, true, op->context,
+		      req->cq_flags | (op->flags & FI_COMPLETION), op->len,
+		      err, 0);
 	req->next_free = ep->rma_free;
 	ep->rma_free = req;
 }
@@ -779,6 +765,27 @@ static ssize_t rma_plain(struct fid_ep *ep, enum mrl_op_kind kind,
 	return rma_locked(ep, &a);
 }
 
+/* fi_writev and fi_readv: one iov takes fi_write's and fi_read's way. */
+static ssize_t rma_vec(struct fid_ep *ep, enum mrl_op_kind kind,
+		       const struct iovec *iov, void **desc, size_t count,
+		       fi_addr_t peer, uint64_t addr, uint64_t key,
+		       void *context)
+{
+	struct one_args a = {
+		.kind = kind, .addr = peer, .raddr = addr, .key = key,
+		.context = context,
+	};
+
+	if (count != 1 || !iov)
+		return rma_plain(ep, kind, iov, desc, count,
+				 iov_len(iov, count), peer, addr, key, context,
+				 0, 0);
+	a.buf = iov[0].iov_base;
+	a.len = iov[0].iov_len;
+	a.desc = desc ? desc[0] : NULL;
+	return rma_one(ep, &a);
+}
+
 static ssize_t mrl_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
 			    uint64_t flags)
 {
@@ -794,18 +801,7 @@ static ssize_t mrl_writev(struct fid_ep *ep, const struct iovec *iov,
 			  void **desc, size_t count, fi_addr_t dest,
 			  uint64_t addr, uint64_t key, void *context)
 {
-	if (count == 1 && iov) {
-		struct one_args a = {
-			.kind = MRL_OP_WRITE, .buf = iov[0].iov_base,
-			.len = iov[0].iov_len, .desc = desc ? desc[0] : NULL,
-			.addr = dest, .raddr = addr, .key = key,
-			.context = context,
-		};
-
-		return rma_one(ep, &a);
-	}
-	return rma_plain(ep, MRL_OP_WRITE, iov, desc, count,
-			 iov_len(iov, count), dest, addr, key, context, 0, 0);
+	return rma_vec(ep, MRL_OP_WRITE, iov, desc, count, dest, addr, key, context);
 }
 
 static ssize_t mrl_write(struct fid_ep *ep, const void *buf, size_t len,
@@ -844,18 +840,7 @@ static ssize_t mrl_readv(struct fid_ep *ep, const struct iovec *iov,
 			 void **desc, size_t count, fi_addr_t src,
 			 uint64_t addr, uint64_t key, void *context)
 {
-	if (count == 1 && iov) {
-		struct one_args a = {
-			.kind = MRL_OP_READ, .buf = iov[0].iov_base,
-			.len = iov[0].iov_len, .desc = desc ? desc[0] : NULL,
-			.addr = src, .raddr = addr, .key = key,
-			.context = context,
-		};
-
-		return rma_one(ep, &a);
-	}
-	return rma_plain(ep, MRL_OP_READ, iov, desc, count,
-			 iov_len(iov, count), src, addr, key, context, 0, 0);
+	return rma_vec(ep, MRL_OP_READ, iov, desc, count, src, addr, key, context);
 }
 
 static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
