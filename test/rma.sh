@@ -19,6 +19,11 @@ for rails in lo lo,lo lo,lo,lo,lo; do
 		FI_MULTIRAIL_CHUNK_SIZE=4096 run -o all -S 4194304 -W 4 $all
 done
 FI_MULTIRAIL_RAILS=lo,lo run -R -o all -S 1048576 -W 4
+# completions written straight into the reader's buffer, in each CQ format,
+# read a random number at a time (the ring takes what does not fit there)
+for f in context msg data tagged; do
+	FI_MULTIRAIL_RAILS=lo,lo run -Q $f -o all -S 65536 -W 32
+done
 # names exchanged in FI_NAME_MAX bytes, as Open MPI does: rail 0's address
 # alone, the other rails learned in a HELLO; every rail must still carry
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo FI_MULTIRAIL_STRIPE_MIN=2048 \

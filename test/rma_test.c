@@ -174,6 +174,8 @@ static size_t check_poison(const char *p, size_t len)
 static int compact_name;	/* -C: fi_getname into FI_NAME_MAX bytes */
 static int want_atomics;	/* -o atomic */
 static int flag_mode;		/* -F */
+/* -Q: the initiator's CQ format (the target's is FI_CQ_FORMAT_DATA) */
+static enum fi_cq_format init_format = FI_CQ_FORMAT_DATA;
 static unsigned long expect_rails;	/* -L */
 
 static void setup(int raw)
@@ -184,6 +186,9 @@ static void setup(int raw)
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
 	char name[1024], pname[1024];
 	size_t len = compact_name ? FI_NAME_MAX : sizeof(name), plen;
+
+	if (!strcmp(role, "initiator"))
+		cq_attr.format = init_format;
 
 
 	hints->ep_attr->type = FI_EP_RDM;
@@ -258,17 +263,36 @@ static void exchange_keys(int raw)
 		memcpy(&peer_key, k + 8, 8);
 }
 
-/* Wait for n completions; every context must come back exactly once. */
+static size_t format_size(enum fi_cq_format f)
+{
+	return f == FI_CQ_FORMAT_TAGGED ? sizeof(struct fi_cq_tagged_entry) :
+	       f == FI_CQ_FORMAT_DATA ? sizeof(struct fi_cq_data_entry) :
+	       f == FI_CQ_FORMAT_MSG ? sizeof(struct fi_cq_msg_entry) :
+				       sizeof(struct fi_cq_entry);
+}
+
+#define GUARD	0xa5
+
+/*
+ * Wait for n completions; every context must come back exactly once.
+ * Entries are read in the initiator's CQ format, a random number at a
+ * time (1 to 16: the provider's batch may not fit), into a buffer whose
+ * bytes past the entries returned must stay untouched.
+ */
 static void wait_comps(int n, char *seen, uint64_t want_flags)
 {
-	struct fi_cq_data_entry e[16];
+	size_t esz = format_size(init_format);
+	unsigned char e[16 * sizeof(struct fi_cq_tagged_entry)];
 	struct fi_cq_err_entry err = { 0 };
 	double end = now() + TIMEOUT_S;
-	int got = 0, i;
+	int got = 0, i, want;
 	ssize_t r;
+	size_t b;
 
 	while (got < n) {
-		r = fi_cq_read(cq, e, 16);
+		want = 1 + rand() % 16;
+		memset(e, GUARD, sizeof(e));
+		r = fi_cq_read(cq, e, want);
 		if (r == -FI_EAVAIL) {
 			fi_cq_readerr(cq, &err, 0);
 			die("error completion: %s", fi_strerror(err.err));
@@ -276,19 +300,29 @@ static void wait_comps(int n, char *seen, uint64_t want_flags)
 		if (r == -FI_EAGAIN) {
 			if (now() > end)
 				die("timeout: %d of %d completions", got, n);
-			continue;
+			r = 0;
 		}
-		if (r < 0)
-			die("fi_cq_read %zd", r);
+		if (r < 0 || r > want)
+			die("fi_cq_read of %d: %zd", want, r);
+		for (b = r * esz; b < sizeof(e); b++)
+			if (e[b] != GUARD)
+				die("fi_cq_read of %d returned %zd entries of "
+				    "%zu bytes and wrote byte %zu", want, r,
+				    esz, b);
 		for (i = 0; i < r; i++) {
-			char *c = e[i].op_context;
+			struct fi_cq_msg_entry m = { 0 };
+			char *c;
 
+			memcpy(&m, e + i * esz, esz < sizeof(m) ? esz :
+							    sizeof(m));
+			c = m.op_context;
 			if (c < seen || c >= seen + n)
 				die("completion with a foreign context");
 			if (*c)
 				die("op %ld completed twice", (long) (c - seen));
-			if ((e[i].flags & want_flags) != want_flags)
-				die("completion flags 0x%lx", (long) e[i].flags);
+			if (init_format != FI_CQ_FORMAT_CONTEXT &&
+			    (m.flags & want_flags) != want_flags)
+				die("completion flags 0x%lx", (long) m.flags);
 			*c = 1;
 		}
 		got += r;
@@ -415,7 +449,7 @@ static size_t bad_bytes(const struct plan *p);
  */
 static void target_wait_flag(const struct plan *p)
 {
-	struct fi_cq_data_entry e;
+	struct fi_cq_tagged_entry e;
 	double end = now() + TIMEOUT_S;
 	size_t bad;
 	ssize_t r;
@@ -516,7 +550,7 @@ static void initiator_case(const struct plan *p)
 					    raddr, peer_key, &seen[i]);
 			}
 			if (r == -FI_EAGAIN) {
-				struct fi_cq_data_entry e;
+				struct fi_cq_tagged_entry e;
 
 				/* progress only; completions come below */
 				(void) e;
@@ -574,7 +608,7 @@ static ssize_t send_retrying(void *p, size_t len, void *ctx)
 /* Wait for the completion of one message op posted with ctx. */
 static void wait_ctx(void *ctx, ssize_t posted)
 {
-	struct fi_cq_data_entry e;
+	struct fi_cq_tagged_entry e;
 	double end = now() + TIMEOUT_S;
 	ssize_t r;
 
@@ -741,7 +775,7 @@ static void target_atomic_case(const struct plan *p)
 
 static void target_writedata(const struct plan *p)
 {
-	struct fi_cq_data_entry e;
+	struct fi_cq_tagged_entry e;
 	double end = now() + TIMEOUT_S;
 	char *seen = calloc(p->window, 1);
 	int got = 0;
@@ -1183,7 +1217,7 @@ static void stream_initiator(int op, uint32_t count, size_t size, int window,
 	uint32_t *slot_op = calloc(window, sizeof(*slot_op));
 	int *free_slots = malloc(window * sizeof(int)), nfree = window, s;
 	uint32_t posted = 0, verified = 0;
-	struct fi_cq_data_entry e[16];
+	struct fi_cq_tagged_entry e[16];
 	struct fi_cq_err_entry err;
 	struct stream_msg m;
 	double idle_end = now() + STREAM_IDLE_S, tick = wall() + 1;
@@ -1266,7 +1300,7 @@ static void stream_initiator(int op, uint32_t count, size_t size, int window,
 static void stream_take_cq(int op, uint32_t count, size_t size, uint64_t seed,
 			   char *seen)
 {
-	struct fi_cq_data_entry e;
+	struct fi_cq_tagged_entry e;
 	uint32_t i, s;
 
 	if (fi_cq_read(cq, &e, 1) != 1)
@@ -1347,7 +1381,7 @@ static int reap(char *seen, int n, int posted, int *errs_after, int first)
 {
 	double end = now() + PEER_DEATH_S;
 	struct fi_cq_err_entry err;
-	struct fi_cq_data_entry e;
+	struct fi_cq_tagged_entry e;
 	int got = 0, errs = 0;
 	ssize_t r;
 	char *c;
@@ -1424,7 +1458,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Q:")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -1480,13 +1514,20 @@ int main(int argc, char **argv)
 			health_rejoin = !!strstr(optarg, ":rejoin");
 			health_fence = !!strstr(optarg, ":fence");
 			break;
+		case 'Q':
+			init_format = !strcmp(optarg, "context") ?
+				      FI_CQ_FORMAT_CONTEXT :
+				      !strcmp(optarg, "msg") ? FI_CQ_FORMAT_MSG :
+				      !strcmp(optarg, "tagged") ?
+				      FI_CQ_FORMAT_TAGGED : FI_CQ_FORMAT_DATA;
+			break;
 		case 'L':
 			expect_rails = strtoul(optarg, NULL, 16);
 			if (!expect_rails)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence]] [-K] [-X count]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence]] [-K] [-X count] [-Q context|msg|data|tagged]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :

@@ -391,6 +391,15 @@ struct mrl_cq {
 	struct mrl_ep *eps[MRL_EPS_PER_CQ];	/* endpoints to progress */
 	int neps;
 	uint64_t overflow;
+	/*
+	 * While fi_cq_read(from) progresses an empty queue, completions go
+	 * straight into the reader's buffer, in the CQ's format: one copy
+	 * instead of two.  What does not fit goes to the ring, after them.
+	 */
+	char *out;
+	size_t out_left;		/* 0: not reading, or buffer full */
+	size_t out_size;		/* one entry of the CQ's format */
+	fi_addr_t *out_src;
 };
 
 int mrl_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
@@ -399,6 +408,33 @@ int mrl_cq_write_grow(struct mrl_cq *cq, void *context, uint64_t flags,
 		      size_t len, void *buf, uint64_t data, uint64_t tag,
 		      fi_addr_t src);
 
+/*
+ * Into the reader's buffer (see struct mrl_cq): the formats share their
+ * leading fields, so each writes the fields it has.
+ */
+static inline void mrl_cq_write_out(struct mrl_cq *cq, void *context,
+				    uint64_t flags, size_t len, void *buf,
+				    uint64_t data, uint64_t tag, fi_addr_t src)
+{
+	struct fi_cq_tagged_entry *e = (struct fi_cq_tagged_entry *) cq->out;
+
+	e->op_context = context;
+	if (cq->format >= FI_CQ_FORMAT_MSG) {
+		e->flags = flags;
+		e->len = len;
+		if (cq->format >= FI_CQ_FORMAT_DATA) {
+			e->buf = buf;
+			e->data = data;
+			if (cq->format == FI_CQ_FORMAT_TAGGED)
+				e->tag = tag;
+		}
+	}
+	if (cq->out_src)
+		*cq->out_src++ = src;
+	cq->out += cq->out_size;
+	cq->out_left--;
+}
+
 /* Domain locked.  Every completion comes here: the ring grows elsewhere. */
 static inline int mrl_cq_write(struct mrl_cq *cq, void *context,
 			       uint64_t flags, size_t len, void *buf,
@@ -406,6 +442,10 @@ static inline int mrl_cq_write(struct mrl_cq *cq, void *context,
 {
 	struct mrl_cq_entry *ce;
 
+	if (cq->out_left) {
+		mrl_cq_write_out(cq, context, flags, len, buf, data, tag, src);
+		return 0;
+	}
 	if (cq->tail - cq->head == cq->size)
 		return mrl_cq_write_grow(cq, context, flags, len, buf, data,
 					 tag, src);
@@ -475,7 +515,6 @@ struct mrl_msg_req {
 /* A user RMA op: the engine's op plus what its completion needs. */
 struct mrl_rma_req {
 	struct mrl_op op;
-	uint64_t cq_flags;
 	struct mrl_rma_req *next_free;
 };
 
@@ -731,25 +770,29 @@ static inline struct mrl_cntr *mrl_ep_local_cntr(struct mrl_ep *ep,
 }
 
 /*
- * Report one user operation, honouring FI_SELECTIVE_COMPLETION.  Domain
- * locked.  Every completed op comes here: inline, errors out of line.
+ * An RMA op's one completion (the engine's op_done): the user's counter
+ * and CQ entry, this one honouring FI_SELECTIVE_COMPLETION (an error's
+ * not), then its request back to the pool.  Domain locked.  Every op
+ * comes here: inline in progress, errors out of line.
  */
-static inline void mrl_ep_report(struct mrl_ep *ep, bool tx, void *context,
-				 uint64_t flags, size_t len, int err,
-				 uint64_t data)
+static inline void mrl_rma_done(struct mrl_ep *ep, struct mrl_op *op, int err)
 {
-	struct mrl_cq *cq = tx ? ep->tx_cq : ep->rx_cq;
-	uint64_t cq_flags = tx ? ep->tx_cq_flags : ep->rx_cq_flags;
+	struct mrl_rma_req *req = mrl_container_of(op, struct mrl_rma_req, op);
+	bool read = op->kind == MRL_OP_READ;
+	uint64_t flags = FI_RMA | (read ? FI_READ : FI_WRITE);
 
 	if (err) {
-		mrl_ep_report_err(ep, cq, context, flags, err, data);
-		return;
+		mrl_ep_report_err(ep, ep->tx_cq, op->context, flags, err, 0);
+	} else {
+		mrl_cntr_inc(read ? ep->cntr_read : ep->cntr_write);
+		if (ep->tx_cq &&
+		    (!(ep->tx_cq_flags & FI_SELECTIVE_COMPLETION) ||
+		     (op->flags & FI_COMPLETION)))
+			mrl_cq_write(ep->tx_cq, op->context, flags, op->len,
+				     NULL, 0, 0, FI_ADDR_NOTAVAIL);
 	}
-	mrl_cntr_inc(mrl_ep_local_cntr(ep, flags));
-	if (cq && (!(cq_flags & FI_SELECTIVE_COMPLETION) ||
-		   (flags & FI_COMPLETION)))
-		mrl_cq_write(cq, context, flags & ~FI_COMPLETION, len, NULL,
-			     data, 0, FI_ADDR_NOTAVAIL);
+	req->next_free = ep->rma_free;
+	ep->rma_free = req;
 }
 
 static inline uint32_t mrl_rail_mask(int nrails)

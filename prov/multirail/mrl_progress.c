@@ -109,6 +109,12 @@ dispatch_side(struct mrl_ep *ep, int rail, struct mrl_req_hdr *hdr,
 	}
 }
 
+/* The engine's op_done (mrl_rma_op_done), inline here. */
+static inline void rma_done(void *ep, struct mrl_op *op, int err)
+{
+	mrl_rma_done(ep, op, err);
+}
+
 /* Inline in dispatch_all: a chunk back, nearly every entry, tested first. */
 static inline void dispatch(struct mrl_ep *ep, int rail,
 			    const struct fi_cq_tagged_entry *e,
@@ -135,7 +141,8 @@ static inline void dispatch(struct mrl_ep *ep, int rail,
 	}
 	if (err)
 		mrl_health_chunk_failed(ep, (struct mrl_chunk *) hdr, err);
-	mrl_engine_chunk_done(&ep->engine, (struct mrl_chunk *) hdr, err);
+	mrl_engine_chunk_done_to(&ep->engine, (struct mrl_chunk *) hdr, err,
+				 rma_done);
 }
 
 static void read_err(struct mrl_ep *ep, int rail)
@@ -381,9 +388,9 @@ void mrl_ep_progress(struct mrl_ep *ep)
 	} else {
 		read_rails(ep, due);
 	}
+	/* a HELLO due waits for the tick: off the empty poll */
 	if (++ep->health_ticks >= MRL_HEALTH_TICK || ep->ctrl_backlog ||
-	    !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due ||
-	    ep->av->hello_due)
+	    !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due)
 		progress_rest(ep);
 	ep->progress_held = false;
 }

@@ -256,14 +256,7 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 
 void mrl_rma_op_done(void *owner, struct mrl_op *op, int err)
 {
-	struct mrl_ep *ep = owner;
-	struct mrl_rma_req *req = &slot_of(op)->req;
-
-	mrl_ep_report(ep, true, op->context,
-		      req->cq_flags | (op->flags & FI_COMPLETION), op->len,
-		      err, 0);
-	req->next_free = ep->rma_free;
-	ep->rma_free = req;
+	mrl_rma_done(owner, op, err);
 }
 
 /*
@@ -527,7 +520,6 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 
 	sched = op_sched(ep, a);
 	op_init(ep, &req->op, a, peer, sched);
-	req->cq_flags = FI_RMA | (a->kind == MRL_OP_WRITE ? FI_WRITE : FI_READ);
 
 	/*
 	 * Chunk as if every common rail could be used.  Until the target's
@@ -672,7 +664,6 @@ int rma_whole(struct mrl_ep *ep, const struct one_args *a)
 		return 1;
 
 	ep->rma_free = req->next_free;
-	req->cq_flags = FI_RMA | (a->kind == MRL_OP_WRITE ? FI_WRITE : FI_READ);
 	mrl_engine_whole_posted(&ep->engine, chunk);
 	/* for a post again elsewhere (every rail's key: never widened) */
 	slot_of(op)->key = a->key;
@@ -698,18 +689,22 @@ static ssize_t rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
 	return ret;
 }
 
-/* The general way of one buffer's op, when the fast path declines it. */
+/*
+ * The general way of one buffer's op, when the fast path declines it.
+ * Its arguments one by one: a struct built for it would be built on every
+ * call, the fast path's too.
+ */
 static ssize_t __attribute__((noinline))
-one_submit(struct mrl_ep *ep, const struct one_args *o)
+one_submit(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
+	   void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
+	   void *context, uint64_t data, uint64_t flags)
 {
-	struct iovec iov = { o->buf, o->len };
-	void *desc = o->desc;
-	struct fi_rma_iov rma = { o->raddr, o->len, o->key };
+	struct iovec iov = { buf, len };
+	struct fi_rma_iov rma = { raddr, len, key };
 	struct mrl_rma_args a = {
-		.kind = o->kind, .iov = &iov, .desc = &desc, .count = 1,
-		.len = o->len, .addr = o->addr, .rma_iov = &rma,
-		.rma_count = 1, .context = o->context, .data = o->data,
-		.flags = o->flags,
+		.kind = kind, .iov = &iov, .desc = &desc, .count = 1,
+		.len = len, .addr = addr, .rma_iov = &rma, .rma_count = 1,
+		.context = context, .data = data, .flags = flags,
 	};
 
 	return rma_submit(ep, &a);
@@ -723,7 +718,9 @@ ssize_t rma_one(struct fid_ep *ep_fid, const struct one_args *a)
 
 	mrl_lock(ep->domain);
 	if (!ep->enabled || rma_whole(ep, a))
-		ret = one_submit(ep, a);
+		ret = one_submit(ep, a->kind, a->buf, a->len, a->desc, a->addr,
+				 a->raddr, a->key, a->context, a->data,
+				 a->flags);
 	mrl_unlock(ep->domain);
 	return ret;
 }

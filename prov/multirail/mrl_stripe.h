@@ -329,10 +329,14 @@ void mrl_engine_chunk_done_any(struct mrl_engine *eng,
 /*
  * The common case inline: the last chunk of an op back fine, nothing to
  * post again, nothing stuck elsewhere (the fast path's ops, and every op's
- * last chunk).
+ * last chunk).  op_done is the engine's own (eng->ops), named here so that
+ * a caller that knows it calls it directly, or inline.
  */
-static inline void mrl_engine_chunk_done(struct mrl_engine *eng,
-					 struct mrl_chunk *chunk, int err)
+static inline void mrl_engine_chunk_done_to(struct mrl_engine *eng,
+					    struct mrl_chunk *chunk, int err,
+					    void (*op_done)(void *owner,
+							    struct mrl_op *op,
+							    int err))
 {
 	struct mrl_op *op = chunk->op;
 	struct mrl_rail_credit *rc;
@@ -350,7 +354,14 @@ static inline void mrl_engine_chunk_done(struct mrl_engine *eng,
 	op->inflight = 0;
 	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
 	mrl_list_del(&op->link);
-	eng->ops->op_done(eng->owner, op, 0);
+	op_done(eng->owner, op, 0);
+}
+
+/* A chunk completed (err 0) or failed; may finish its op. */
+static inline void mrl_engine_chunk_done(struct mrl_engine *eng,
+					 struct mrl_chunk *chunk, int err)
+{
+	mrl_engine_chunk_done_to(eng, chunk, err, eng->ops->op_done);
 }
 bool mrl_engine_idle(const struct mrl_engine *eng);
 
