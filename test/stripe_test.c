@@ -626,6 +626,51 @@ static void test_fail_ops_abandon(void)
 }
 
 /*
+ * A peer that dies after chunks stuck on a rail were copied: the op is
+ * pending (copies to post) and in flight (originals, now orphans, and the
+ * rest).  It fails once, every chunk's credit comes back, and the late
+ * returns, orphans included, change nothing.
+ */
+static void test_fail_ops_after_reissue(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op;
+	struct fake f;
+	struct mrl_chunk *held[MAX_POSTED];
+	int n, i, copies;
+
+	setup(&eng, &f, 4, 4, 1 << 30);
+	init_op(&op, 8 << 20, 0);
+	mrl_op_prepare(&eng, &op, 0xf, 256 << 10);
+	mrl_engine_submit(&eng, &op);
+	op.rail_mask &= ~(1u << 1);
+	copies = mrl_engine_reissue(&eng, 1);
+	CHECK(copies == 4, "%d copies", copies);
+	n = f.nposted;
+	memcpy(held, f.posted, n * sizeof(held[0]));
+	f.nposted = 0;
+	mrl_engine_fail_ops(&eng, match_any, NULL, -FI_EHOSTUNREACH);
+	CHECK(f.done_calls == 1 && f.done_err == -FI_EHOSTUNREACH,
+	      "done %d err %d", f.done_calls, f.done_err);
+	for (i = 0; i < 4; i++)
+		CHECK(!eng.rail[i].inflight, "rail %d: %u in flight", i,
+		      eng.rail[i].inflight);
+	CHECK(!eng.busy && mrl_engine_idle(&eng), "engine not idle");
+	for (i = 0; i < n; i++)
+		mrl_engine_chunk_done(&eng, held[i], i & 1 ? -FI_EIO : 0);
+	CHECK(f.done_calls == 1, "done %d after the late returns",
+	      f.done_calls);
+	init_op(&op, 8 << 20, 0);
+	mrl_op_prepare(&eng, &op, 0xf, 256 << 10);
+	mrl_engine_submit(&eng, &op);
+	CHECK(f.nposted == 16, "%d posted after", f.nposted);
+	drain(&eng, &f, 14);
+	CHECK(f.done_calls == 2 && f.done_err == 0, "done %d err %d",
+	      f.done_calls, f.done_err);
+	mrl_engine_fini(&eng);
+}
+
+/*
  * Whole 1 MiB ops to one rail of 2 MiB byte budget and depth 8: metered,
  * two go at a time; unmetered (device memory over a copy engine), as many
  * as the depth allows.
@@ -868,6 +913,7 @@ int main(void)
 	test_no_rail_left();
 	test_reissue_stuck();
 	test_fail_ops_abandon();
+	test_fail_ops_after_reissue();
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
 }

@@ -26,12 +26,8 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	eng->ops = ops;
 	eng->owner = owner;
 	mrl_list_init(&eng->pending);
-	mrl_list_init(&eng->active);
 	mrl_list_init(&eng->free_chunks);
 	mrl_list_init(&eng->abandoned);
-
-	for (i = 0; i < (size_t) attr->nrails; i++)
-		mrl_list_init(&eng->rail[i].chunks);
 
 	/*
 	 * Credit bounds the chunks in flight; as many again are for copies of
@@ -271,8 +267,7 @@ static void op_posted(struct mrl_engine *eng, struct mrl_op *op)
 		finish_op(eng, op);
 		return;
 	}
-	mrl_list_del(&op->link);
-	mrl_list_add_tail(&eng->active, &op->link);
+	mrl_list_del(&op->link);	/* off the pending list */
 }
 
 void mrl_engine_post_pending(struct mrl_engine *eng)
@@ -315,12 +310,14 @@ void mrl_engine_chunk_done_any(struct mrl_engine *eng,
 	bool rail_left;
 
 	if (!op) {			/* abandoned: only its memory was kept */
+		chunk->in_flight = false;
 		mrl_list_del(&chunk->link);
 		mrl_list_add_tail(&eng->free_chunks, &chunk->link);
 		return;
 	}
 	rail_left = !(op->rail_mask & (1u << chunk->rail));
 	mrl_rail_release(eng, chunk);
+	chunk->in_flight = false;
 	rc->completions++;
 	op->inflight--;
 	if (err)
@@ -350,16 +347,24 @@ static bool carries_data(const struct mrl_chunk *chunk)
 	return chunk->final && (chunk->op->flags & FI_REMOTE_CQ_DATA);
 }
 
+/* The chunk in flight for an op (not abandoned) on rail, or on any (-1). */
+static bool flying_on(const struct mrl_chunk *chunk, int rail)
+{
+	return chunk->in_flight && chunk->op &&
+	       (rail < 0 || chunk->rail == rail);
+}
+
 int mrl_engine_reissue(struct mrl_engine *eng, int rail)
 {
-	struct mrl_list *cur;
 	struct mrl_chunk *chunk, *copy;
 	struct mrl_op *op;
+	size_t i;
 	int n = 0;
 
-	for (cur = eng->rail[rail].chunks.next; cur != &eng->rail[rail].chunks;
-	     cur = cur->next) {
-		chunk = mrl_container_of(cur, struct mrl_chunk, link);
+	for (i = 0; i < eng->pool_size; i++) {
+		chunk = &eng->chunk_pool[i];
+		if (!flying_on(chunk, rail))
+			continue;
 		op = chunk->op;
 		if (chunk->orphan || carries_data(chunk) || op->err ||
 		    (op->rail_mask & (1u << rail)) || !op->rail_mask)
@@ -383,47 +388,53 @@ int mrl_engine_reissue(struct mrl_engine *eng, int rail)
 	return n;
 }
 
-static void abandon_chunks(struct mrl_engine *eng, struct mrl_op *op)
+/*
+ * The core keeps chunk, whose op fails now: its credit comes back, its
+ * memory waits for the core's verdict.
+ */
+static void abandon(struct mrl_engine *eng, struct mrl_chunk *chunk)
 {
-	struct mrl_list *cur, *next;
-	struct mrl_chunk *chunk;
-	int r;
-
-	for (r = 0; r < eng->nrails && op->inflight; r++) {
-		for (cur = eng->rail[r].chunks.next;
-		     cur != &eng->rail[r].chunks; cur = next) {
-			next = cur->next;
-			chunk = mrl_container_of(cur, struct mrl_chunk, link);
-			if (chunk->op != op)
-				continue;
-			mrl_rail_release(eng, chunk);
-			chunk->op = NULL;
-			mrl_list_add_tail(&eng->abandoned, &chunk->link);
-			op->inflight--;
-		}
-	}
-	op->orphans = 0;
+	mrl_rail_release(eng, chunk);
+	chunk->op->inflight--;
+	chunk->op = NULL;
+	mrl_list_add_tail(&eng->abandoned, &chunk->link);
 }
 
+/*
+ * One walk of the pool abandons every chunk of the matching ops, finishing
+ * each op as its last chunk goes; then the matching ops that had nothing
+ * in flight.
+ */
 void mrl_engine_fail_ops(struct mrl_engine *eng,
 			 bool (*match)(const struct mrl_op *op, void *arg),
 			 void *arg, int err)
 {
-	struct mrl_list *lists[2] = { &eng->pending, &eng->active }, *cur, *next;
+	struct mrl_list *cur, *next;
+	struct mrl_chunk *chunk;
 	struct mrl_op *op;
-	int i;
+	size_t i;
 
-	for (i = 0; i < 2; i++) {
-		for (cur = lists[i]->next; cur != lists[i]; cur = next) {
-			next = cur->next;
-			op = mrl_container_of(cur, struct mrl_op, link);
-			if (!match(op, arg))
-				continue;
-			abandon_chunks(eng, op);
-			if (!op->err)
-				op->err = err;
+	for (i = 0; i < eng->pool_size; i++) {
+		chunk = &eng->chunk_pool[i];
+		if (!flying_on(chunk, -1) || !match(chunk->op, arg))
+			continue;
+		op = chunk->op;
+		abandon(eng, chunk);
+		if (!op->err)
+			op->err = err;
+		if (!op->inflight) {
+			op->orphans = 0;
 			finish_op(eng, op);
 		}
+	}
+	for (cur = eng->pending.next; cur != &eng->pending; cur = next) {
+		next = cur->next;
+		op = mrl_container_of(cur, struct mrl_op, link);
+		if (!match(op, arg))
+			continue;
+		if (!op->err)
+			op->err = err;
+		finish_op(eng, op);
 	}
 }
 
@@ -431,12 +442,14 @@ void mrl_engine_for_each_op(struct mrl_engine *eng,
 			    void (*fn)(struct mrl_op *op, void *arg),
 			    void *arg)
 {
-	struct mrl_list *lists[2] = { &eng->pending, &eng->active }, *cur;
-	int i;
+	struct mrl_list *cur;
+	size_t i;
 
-	for (i = 0; i < 2; i++)
-		for (cur = lists[i]->next; cur != lists[i]; cur = cur->next)
-			fn(mrl_container_of(cur, struct mrl_op, link), arg);
+	for (cur = eng->pending.next; cur != &eng->pending; cur = cur->next)
+		fn(mrl_container_of(cur, struct mrl_op, link), arg);
+	for (i = 0; i < eng->pool_size; i++)
+		if (flying_on(&eng->chunk_pool[i], -1))
+			fn(eng->chunk_pool[i].op, arg);
 }
 
 struct mrl_chunk *mrl_engine_find_chunk(struct mrl_engine *eng, int rail,
@@ -444,15 +457,12 @@ struct mrl_chunk *mrl_engine_find_chunk(struct mrl_engine *eng, int rail,
 						      void *arg),
 					void *arg)
 {
-	struct mrl_list *cur;
-	struct mrl_chunk *chunk;
+	size_t i;
 
-	for (cur = eng->rail[rail].chunks.next; cur != &eng->rail[rail].chunks;
-	     cur = cur->next) {
-		chunk = mrl_container_of(cur, struct mrl_chunk, link);
-		if (match(chunk, arg))
-			return chunk;
-	}
+	for (i = 0; i < eng->pool_size; i++)
+		if (flying_on(&eng->chunk_pool[i], rail) &&
+		    match(&eng->chunk_pool[i], arg))
+			return &eng->chunk_pool[i];
 	return NULL;
 }
 
@@ -468,7 +478,7 @@ void mrl_engine_for_each_pending(struct mrl_engine *eng,
 
 bool mrl_engine_idle(const struct mrl_engine *eng)
 {
-	return mrl_list_empty(&eng->pending) && mrl_list_empty(&eng->active);
+	return mrl_list_empty(&eng->pending) && !eng->busy;
 }
 
 size_t mrl_iov_slice(const struct iovec *iov, void *const *desc, size_t count,

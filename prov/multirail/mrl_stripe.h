@@ -16,6 +16,10 @@
  * another (mrl_engine_reissue): the copy places the bytes, and the op
  * still completes only once the core gave back every chunk it was handed,
  * because until then the core may read or write the user's buffer.
+ *
+ * What is in flight is on no list: posting and completing a chunk touch
+ * counters only.  The rare events (a failed rail, a dead peer) find the
+ * chunks in flight by a walk of the chunk pool.
  */
 #ifndef MRL_STRIPE_H
 #define MRL_STRIPE_H
@@ -84,8 +88,10 @@ struct mrl_chunk {
 	bool final;			/* carries the op's remote CQ data */
 	bool orphan;			/* copied elsewhere: its outcome no
 					 * longer counts, only its return */
-	struct mrl_list link;		/* free list, its rail's in-flight
-					 * list, or its op's redo list */
+	bool in_flight;			/* the core holds it (for its op,
+					 * or abandoned) */
+	struct mrl_list link;		/* free list, its op's redo list or
+					 * the abandoned list; in flight: none */
 };
 
 struct mrl_op {
@@ -124,7 +130,7 @@ struct mrl_op {
 	uint32_t orphans;
 	struct mrl_list redo;		/* chunks to post again elsewhere */
 	int err;
-	struct mrl_list link;
+	struct mrl_list link;		/* pending list while chunks wait */
 };
 
 struct mrl_rail_credit {
@@ -136,7 +142,6 @@ struct mrl_rail_credit {
 	uint64_t errors;
 	uint64_t completions;		/* chunks returned, for stall watch */
 	uint64_t reissued;		/* chunks posted again elsewhere */
-	struct mrl_list chunks;		/* in flight here */
 };
 
 struct mrl_engine_ops {
@@ -159,7 +164,6 @@ struct mrl_engine {
 	uint32_t fill_chunks;		/* ops sent whole fill one rail to */
 	size_t fill_bytes;		/* this level before the next */
 	struct mrl_list pending;	/* ops with chunks still to post */
-	struct mrl_list active;		/* ops fully posted, chunks in flight */
 	struct mrl_list free_chunks;
 	struct mrl_list abandoned;	/* chunks of ops failed while the core
 					 * held them: free when it returns them */
@@ -240,7 +244,7 @@ static inline void mrl_rail_take(struct mrl_engine *eng,
 	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
 
 	mrl_list_del(&chunk->link);
-	mrl_list_add_tail(&rc->chunks, &chunk->link);
+	chunk->in_flight = true;
 	eng->busy |= 1u << chunk->rail;
 	rc->inflight++;
 	rc->inflight_bytes += chunk->len;
@@ -260,7 +264,6 @@ static inline void mrl_rail_release(struct mrl_engine *eng,
 		eng->busy &= ~(1u << chunk->rail);
 	rc->inflight_bytes -= chunk->len;
 	mrl_rail_level(eng, chunk->rail);
-	mrl_list_del(&chunk->link);
 }
 
 /*
@@ -304,6 +307,7 @@ mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
 	op->inflight = 0;
 	op->orphans = 0;
 	op->err = 0;
+	mrl_list_init(&op->link);
 	mrl_list_init(&op->redo);
 	chunk = mrl_first_chunk(&eng->free_chunks);
 	chunk->op = op;
@@ -319,7 +323,6 @@ static inline void mrl_engine_whole_posted(struct mrl_engine *eng,
 					   struct mrl_chunk *chunk)
 {
 	mrl_rail_take(eng, chunk);
-	mrl_list_add_tail(&eng->active, &chunk->op->link);
 }
 
 /* A chunk completed (err 0) or failed; may finish its op. */
@@ -352,8 +355,8 @@ static inline void mrl_engine_chunk_done_to(struct mrl_engine *eng,
 	rc->completions++;
 	rc->bytes_completed += chunk->len;
 	op->inflight = 0;
+	chunk->in_flight = false;
 	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
-	mrl_list_del(&op->link);
 	op_done(eng->owner, op, 0);
 }
 
@@ -366,8 +369,9 @@ static inline void mrl_engine_chunk_done(struct mrl_engine *eng,
 bool mrl_engine_idle(const struct mrl_engine *eng);
 
 /*
- * Call fn on every op not finished yet (pending or in flight); fn may
- * narrow op->rail_mask, to take failed rails away from it.
+ * Call fn on every op not finished yet (pending or in flight), once or
+ * more (an op with several chunks in flight); fn may narrow
+ * op->rail_mask, to take failed rails away from it.
  */
 void mrl_engine_for_each_op(struct mrl_engine *eng,
 			    void (*fn)(struct mrl_op *op, void *arg),
