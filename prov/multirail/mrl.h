@@ -390,6 +390,7 @@ struct mrl_cq {
 	struct mrl_list errs;
 	struct mrl_ep *eps[MRL_EPS_PER_CQ];	/* endpoints to progress */
 	int neps;
+	struct mrl_ep *lean_ep;		/* eps[0] when alone, unlocked */
 	uint64_t overflow;
 	/*
 	 * While fi_cq_read(from) progresses an empty queue, completions go

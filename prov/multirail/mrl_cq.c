@@ -90,6 +90,13 @@ int mrl_cq_write_err(struct mrl_cq *cq, void *context, uint64_t flags,
 	return 0;
 }
 
+/* The endpoint read_lean progresses: the only one, on an unlocked domain. */
+static void set_lean_ep(struct mrl_cq *cq)
+{
+	cq->lean_ep = cq->neps == 1 && !cq->domain->locking ? cq->eps[0] :
+							      NULL;
+}
+
 int mrl_cq_attach(struct mrl_cq *cq, struct mrl_ep *ep)
 {
 	int i;
@@ -102,6 +109,7 @@ int mrl_cq_attach(struct mrl_cq *cq, struct mrl_ep *ep)
 		return -FI_ENOSPC;
 	}
 	cq->eps[cq->neps++] = ep;
+	set_lean_ep(cq);
 	return 0;
 }
 
@@ -112,6 +120,7 @@ void mrl_cq_detach(struct mrl_cq *cq, struct mrl_ep *ep)
 	for (i = 0; i < cq->neps; i++) {
 		if (cq->eps[i] == ep) {
 			cq->eps[i] = cq->eps[--cq->neps];
+			set_lean_ep(cq);
 			return;
 		}
 	}
@@ -244,13 +253,13 @@ static inline ssize_t read_lean(struct fid_cq *cq_fid, void *buf,
 {
 	struct mrl_cq *cq = to_cq(cq_fid);
 
-	if (cq->domain->locking || cq->neps != 1 || cq->head != cq->tail ||
+	if (!cq->lean_ep || cq->head != cq->tail ||
 	    !mrl_list_empty(&cq->errs) || !count)
 		return read_any(cq, buf, count, src_addr);
 	cq->out = buf;
 	cq->out_left = count;
 	cq->out_src = src_addr;
-	mrl_ep_progress(cq->eps[0]);
+	mrl_ep_progress(cq->lean_ep);
 	if (cq->out_left == count && mrl_list_empty(&cq->errs)) {
 		cq->out_left = 0;
 		return -FI_EAGAIN;
