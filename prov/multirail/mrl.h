@@ -647,7 +647,6 @@ int mrl_rma_init(struct mrl_ep *ep);
 void mrl_rma_fini(struct mrl_ep *ep);
 void mrl_rma_sched_init(struct mrl_ep *ep);
 int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk);
-void mrl_rma_op_done(void *owner, struct mrl_op *op, int err);
 int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 		     fi_addr_t *addr, uint64_t *key0);
 extern struct fi_ops_atomic mrl_atomic_ops;
@@ -776,8 +775,9 @@ static inline struct mrl_cntr *mrl_ep_local_cntr(struct mrl_ep *ep,
  * not), then its request back to the pool.  Domain locked.  Every op
  * comes here: inline in progress, errors out of line.
  */
-static inline void mrl_rma_done(struct mrl_ep *ep, struct mrl_op *op, int err)
+static inline void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 {
+	struct mrl_ep *ep = owner;
 	struct mrl_rma_req *req = mrl_container_of(op, struct mrl_rma_req, op);
 	bool read = op->kind == MRL_OP_READ;
 	uint64_t flags = FI_RMA | (read ? FI_READ : FI_WRITE);

@@ -109,19 +109,14 @@ dispatch_side(struct mrl_ep *ep, int rail, struct mrl_req_hdr *hdr,
 	}
 }
 
-/* The engine's op_done (mrl_rma_op_done), inline here. */
-static inline void rma_done(void *ep, struct mrl_op *op, int err)
-{
-	mrl_rma_done(ep, op, err);
-}
-
 /* Inline in dispatch_all: a chunk back, nearly every entry, tested first. */
-static inline void dispatch(struct mrl_ep *ep, int rail,
-			    const struct fi_cq_tagged_entry *e,
-			    fi_addr_t core_src, int err,
-			    const struct fi_cq_err_entry *err_entry)
+static inline __attribute__((always_inline))
+void dispatch(struct mrl_ep *ep, int rail, const struct fi_cq_tagged_entry *e,
+	      fi_addr_t core_src, int err,
+	      const struct fi_cq_err_entry *err_entry)
 {
 	struct mrl_req_hdr *hdr = e->op_context;
+	struct mrl_op *op;
 
 	/*
 	 * A remote write's event has no context of ours; libfabric 1.17's
@@ -141,8 +136,9 @@ static inline void dispatch(struct mrl_ep *ep, int rail,
 	}
 	if (err)
 		mrl_health_chunk_failed(ep, (struct mrl_chunk *) hdr, err);
-	mrl_engine_chunk_done_to(&ep->engine, (struct mrl_chunk *) hdr, err,
-				 rma_done);
+	op = mrl_engine_chunk_back(&ep->engine, (struct mrl_chunk *) hdr, err);
+	if (op)
+		mrl_rma_done(ep, op, 0);
 }
 
 static void read_err(struct mrl_ep *ep, int rail)

@@ -40,7 +40,7 @@ static struct mrl_ep *to_ep(struct fid_ep *ep)
 
 static const struct mrl_engine_ops engine_ops = {
 	.post_chunk = mrl_rma_post_chunk,
-	.op_done = mrl_rma_op_done,
+	.op_done = mrl_rma_done,
 };
 
 /* Per-op rail keys live beside the request, in the same pool slot. */
@@ -252,11 +252,6 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 			      "write" : "read", fi_strerror((int) -ret));
 	}
 	return (int) ret;
-}
-
-void mrl_rma_op_done(void *owner, struct mrl_op *op, int err)
-{
-	mrl_rma_done(owner, op, err);
 }
 
 /*

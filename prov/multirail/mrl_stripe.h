@@ -330,16 +330,16 @@ void mrl_engine_chunk_done_any(struct mrl_engine *eng,
 			       struct mrl_chunk *chunk, int err);
 
 /*
- * The common case inline: the last chunk of an op back fine, nothing to
- * post again, nothing stuck elsewhere (the fast path's ops, and every op's
- * last chunk).  op_done is the engine's own (eng->ops), named here so that
- * a caller that knows it calls it directly, or inline.
+ * A chunk came back (err 0) or failed.  The common case inline: the last
+ * chunk of an op back fine, nothing to post again, nothing stuck
+ * elsewhere (the fast path's ops, and every op's last chunk): the op is
+ * returned, finished, for the caller to hand to the engine's op_done
+ * itself (progress calls it directly, inline).  Otherwise NULL, and the
+ * engine calls op_done if the op finished.
  */
-static inline void mrl_engine_chunk_done_to(struct mrl_engine *eng,
-					    struct mrl_chunk *chunk, int err,
-					    void (*op_done)(void *owner,
-							    struct mrl_op *op,
-							    int err))
+static inline struct mrl_op *mrl_engine_chunk_back(struct mrl_engine *eng,
+						   struct mrl_chunk *chunk,
+						   int err)
 {
 	struct mrl_op *op = chunk->op;
 	struct mrl_rail_credit *rc;
@@ -348,7 +348,7 @@ static inline void mrl_engine_chunk_done_to(struct mrl_engine *eng,
 	    op->next_off < op->body_len || !op->final_posted ||
 	    !mrl_list_empty(&op->redo)) {
 		mrl_engine_chunk_done_any(eng, chunk, err);
-		return;
+		return NULL;
 	}
 	rc = &eng->rail[chunk->rail];
 	mrl_rail_release(eng, chunk);
@@ -357,14 +357,17 @@ static inline void mrl_engine_chunk_done_to(struct mrl_engine *eng,
 	op->inflight = 0;
 	chunk->in_flight = false;
 	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
-	op_done(eng->owner, op, 0);
+	return op;
 }
 
 /* A chunk completed (err 0) or failed; may finish its op. */
 static inline void mrl_engine_chunk_done(struct mrl_engine *eng,
 					 struct mrl_chunk *chunk, int err)
 {
-	mrl_engine_chunk_done_to(eng, chunk, err, eng->ops->op_done);
+	struct mrl_op *op = mrl_engine_chunk_back(eng, chunk, err);
+
+	if (op)
+		eng->ops->op_done(eng->owner, op, 0);
 }
 bool mrl_engine_idle(const struct mrl_engine *eng);
 
