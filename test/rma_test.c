@@ -277,13 +277,19 @@ static size_t format_size(enum fi_cq_format f)
  * Wait for n completions; every context must come back exactly once.
  * Entries are read in the initiator's CQ format, a random number at a
  * time (1 to 16: the provider's batch may not fit), into a buffer whose
- * bytes past the entries returned must stay untouched.
+ * bytes past the entries returned must stay untouched; every other read
+ * is fi_cq_readfrom, which must write a source for each entry returned
+ * and none past them (multirail's: none known for an RMA completion; a
+ * core tested alone, MRL_TEST_PROV, may name the peer).
  */
 static void wait_comps(int n, char *seen, uint64_t want_flags)
 {
 	size_t esz = format_size(init_format);
 	unsigned char e[16 * sizeof(struct fi_cq_tagged_entry)];
+	const fi_addr_t src_guard = 0x5a5a5a5a;
+	fi_addr_t src[17];
 	struct fi_cq_err_entry err = { 0 };
+	int from = 0, alone = !!getenv("MRL_TEST_PROV");
 	double end = now() + TIMEOUT_S;
 	int got = 0, i, want;
 	ssize_t r;
@@ -292,7 +298,11 @@ static void wait_comps(int n, char *seen, uint64_t want_flags)
 	while (got < n) {
 		want = 1 + rand() % 16;
 		memset(e, GUARD, sizeof(e));
-		r = fi_cq_read(cq, e, want);
+		for (i = 0; i < 17; i++)
+			src[i] = src_guard;
+		from = !from;
+		r = from ? fi_cq_readfrom(cq, e, want, src) :
+			   fi_cq_read(cq, e, want);
 		if (r == -FI_EAVAIL) {
 			fi_cq_readerr(cq, &err, 0);
 			die("error completion: %s", fi_strerror(err.err));
@@ -309,6 +319,13 @@ static void wait_comps(int n, char *seen, uint64_t want_flags)
 				die("fi_cq_read of %d returned %zd entries of "
 				    "%zu bytes and wrote byte %zu", want, r,
 				    esz, b);
+		for (i = 0; from && i < 17; i++)
+			if (i < r ? src[i] == src_guard ||
+				    (!alone && src[i] != FI_ADDR_NOTAVAIL) :
+				    src[i] != src_guard)
+				die("fi_cq_readfrom of %d returned %zd "
+				    "entries, source %d is 0x%lx", want, r,
+				    i, (unsigned long) src[i]);
 		for (i = 0; i < r; i++) {
 			struct fi_cq_msg_entry m = { 0 };
 			char *c;
