@@ -585,6 +585,32 @@ static bool match_any(const struct mrl_op *op, void *arg)
 }
 
 /*
+ * After fail_ops failed the one op: the core gives back the n chunks it
+ * held (half with an error), which changes nothing, and the pool is whole
+ * again: a full window of a new op fits and completes.  Ends the engine.
+ */
+static void late_returns_change_nothing(struct mrl_engine *eng, struct fake *f,
+					struct mrl_chunk **held, int n,
+					unsigned seed)
+{
+	struct mrl_op op;
+	int i;
+
+	for (i = 0; i < n; i++)
+		mrl_engine_chunk_done(eng, held[i], i & 1 ? -FI_EIO : 0);
+	CHECK(f->done_calls == 1, "done %d after the late returns",
+	      f->done_calls);
+	init_op(&op, 8 << 20, 0);
+	mrl_op_prepare(eng, &op, 0xf, 256 << 10);
+	mrl_engine_submit(eng, &op);
+	CHECK(f->nposted == 16, "%d posted after", f->nposted);
+	drain(eng, f, seed);
+	CHECK(f->done_calls == 2 && f->done_err == 0, "done %d err %d",
+	      f->done_calls, f->done_err);
+	mrl_engine_fini(eng);
+}
+
+/*
  * A peer that died: its ops fail at once although the core holds their
  * chunks; the rails get their credit back, and the chunks' late return
  * changes nothing.
@@ -595,7 +621,7 @@ static void test_fail_ops_abandon(void)
 	struct mrl_op op;
 	struct fake f;
 	struct mrl_chunk *held[MAX_POSTED];
-	int n, i;
+	int n;
 
 	setup(&eng, &f, 4, 4, 1 << 30);
 	init_op(&op, 8 << 20, 0);
@@ -610,19 +636,7 @@ static void test_fail_ops_abandon(void)
 	      "done %d err %d", f.done_calls, f.done_err);
 	CHECK(!eng.busy && !eng.rail[0].inflight, "credit kept");
 	CHECK(mrl_engine_idle(&eng), "engine not idle");
-	for (i = 0; i < n; i++)
-		mrl_engine_chunk_done(&eng, held[i], i & 1 ? -FI_EIO : 0);
-	CHECK(f.done_calls == 1, "done %d after the late returns",
-	      f.done_calls);
-	/* the pool is whole again: a full window fits */
-	init_op(&op, 8 << 20, 0);
-	mrl_op_prepare(&eng, &op, 0xf, 256 << 10);
-	mrl_engine_submit(&eng, &op);
-	CHECK(f.nposted == 16, "%d posted after", f.nposted);
-	drain(&eng, &f, 13);
-	CHECK(f.done_calls == 2 && f.done_err == 0, "done %d err %d",
-	      f.done_calls, f.done_err);
-	mrl_engine_fini(&eng);
+	late_returns_change_nothing(&eng, &f, held, n, 13);
 }
 
 /*
@@ -656,18 +670,7 @@ static void test_fail_ops_after_reissue(void)
 		CHECK(!eng.rail[i].inflight, "rail %d: %u in flight", i,
 		      eng.rail[i].inflight);
 	CHECK(!eng.busy && mrl_engine_idle(&eng), "engine not idle");
-	for (i = 0; i < n; i++)
-		mrl_engine_chunk_done(&eng, held[i], i & 1 ? -FI_EIO : 0);
-	CHECK(f.done_calls == 1, "done %d after the late returns",
-	      f.done_calls);
-	init_op(&op, 8 << 20, 0);
-	mrl_op_prepare(&eng, &op, 0xf, 256 << 10);
-	mrl_engine_submit(&eng, &op);
-	CHECK(f.nposted == 16, "%d posted after", f.nposted);
-	drain(&eng, &f, 14);
-	CHECK(f.done_calls == 2 && f.done_err == 0, "done %d err %d",
-	      f.done_calls, f.done_err);
-	mrl_engine_fini(&eng);
+	late_returns_change_nothing(&eng, &f, held, n, 14);
 }
 
 /*
