@@ -1234,7 +1234,9 @@ static void stream_initiator(int op, uint32_t count, size_t size, int window,
 	uint32_t *slot_op = calloc(window, sizeof(*slot_op));
 	int *free_slots = malloc(window * sizeof(int)), nfree = window, s;
 	uint32_t posted = 0, verified = 0;
-	struct fi_cq_tagged_entry e[16];
+	/* entries of the CQ's format, whatever -Q chose */
+	size_t esz = format_size(init_format);
+	unsigned char e[16 * sizeof(struct fi_cq_tagged_entry)];
 	struct fi_cq_err_entry err;
 	struct stream_msg m;
 	double idle_end = now() + STREAM_IDLE_S, tick = wall() + 1;
@@ -1269,7 +1271,8 @@ static void stream_initiator(int op, uint32_t count, size_t size, int window,
 			    fi_strerror(err.err));
 		}
 		for (i = 0; i < r; i++) {
-			char *c = e[i].op_context;
+			char *c = ((struct fi_cq_entry *)
+				   (e + (size_t) i * esz))->op_context;
 
 			if (c < ctx || c >= ctx + window || *c != 1)
 				die("stream: completion of an op not in flight");
