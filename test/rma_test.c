@@ -177,6 +177,8 @@ static int flag_mode;		/* -F */
 /* -Q: the initiator's CQ format (the target's is FI_CQ_FORMAT_DATA) */
 static enum fi_cq_format init_format = FI_CQ_FORMAT_DATA;
 static unsigned long expect_rails;	/* -L */
+/* -T: FI_THREAD_DOMAIN, no lock: multirail's CQ read takes its lean way */
+static int thread_domain;
 
 static void setup(int raw)
 {
@@ -194,6 +196,8 @@ static void setup(int raw)
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = FI_MSG | FI_RMA | (want_atomics ? FI_ATOMIC : 0);
 	hints->mode = FI_CONTEXT;
+	if (thread_domain)
+		hints->domain_attr->threading = FI_THREAD_DOMAIN;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
 				      FI_MR_ALLOCATED | FI_MR_PROV_KEY |
 				      (raw ? FI_MR_RAW : 0);
@@ -1478,7 +1482,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Q:")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Q:T")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -1541,13 +1545,16 @@ int main(int argc, char **argv)
 				      !strcmp(optarg, "tagged") ?
 				      FI_CQ_FORMAT_TAGGED : FI_CQ_FORMAT_DATA;
 			break;
+		case 'T':
+			thread_domain = 1;
+			break;
 		case 'L':
 			expect_rails = strtoul(optarg, NULL, 16);
 			if (!expect_rails)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence]] [-K] [-X count] [-Q context|msg|data|tagged]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence]] [-K] [-X count] [-Q context|msg|data|tagged] [-T]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :

@@ -551,7 +551,15 @@ struct mrl_ep_rail {
 	uint32_t side;			/* fences, probes, control sends and
 					 * (rail 0) message requests in
 					 * flight: progress reads the rail */
+	bool reads_src;			/* in src_rails (one test per read) */
 };
+
+/*
+ * Core completions read per call: with MRL_CQ_ROUNDS calls per rail per
+ * progress (mrl_progress.c), a rail that keeps completing cannot hold the
+ * others (and our caller) forever.
+ */
+#define MRL_CQ_BATCH		32
 
 struct mrl_ep {
 	struct fid_ep ep_fid;
@@ -603,7 +611,8 @@ struct mrl_ep {
 	uint32_t src_rails;		/* rails whose sources are read: the
 					 * user's FI_SOURCE, rail 0's claims */
 	uint64_t now_ns;		/* the clock at the last health tick */
-	int health_ticks;		/* progress calls since */
+	int health_left;		/* progress calls to the next tick */
+	uint32_t watched_rails;		/* busy at the last tick */
 	int sick_peers;			/* peers with a rail down we probe */
 	bool unreachable_due;		/* a peer lost its last rail */
 	/* which rails progress reads (mrl_progress.c) */
@@ -612,12 +621,18 @@ struct mrl_ep {
 					 * message requests) */
 	int kick0;			/* reads of rail 0 due after an inject */
 	int poll_next;			/* the next idle rail read */
+	/* a quiet poll's core batch (mrl_ep_poll): off the stack, so that
+	 * the empty poll sets up no frame for it */
+	struct fi_cq_tagged_entry poll_e[MRL_CQ_BATCH];
+	fi_addr_t poll_src[MRL_CQ_BATCH];
 	unsigned int poll_calls;
 };
 
 int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **ep, void *context);
 void mrl_ep_progress(struct mrl_ep *ep);
+ssize_t mrl_ep_poll(struct mrl_cq *cq, void *buf, size_t count,
+		    fi_addr_t *src_addr, struct mrl_ep *ep);
 void mrl_ep_kick0(struct mrl_ep *ep);
 void mrl_ep_report_err(struct mrl_ep *ep, struct mrl_cq *cq, void *context,
 		       uint64_t flags, int err, uint64_t data);

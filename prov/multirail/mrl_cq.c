@@ -232,21 +232,10 @@ static ssize_t __attribute__((noinline)) read_any(struct mrl_cq *cq,
 	return read_progress(cq, buf, count, src_addr, n);
 }
 
-/* After read_lean's progress found something: how many, or the error. */
-static ssize_t __attribute__((noinline)) lean_found(struct mrl_cq *cq,
-						    size_t count)
-{
-	size_t n = count - cq->out_left;
-
-	cq->out_left = 0;
-	return n ? (ssize_t) n : -FI_EAVAIL;
-}
-
 /*
  * Every poll of an empty CQ comes here (issue 18: the core's poll + 10%).
- * The common case, one endpoint, no lock and nothing queued, takes the
- * fewest steps: progress writes into buf, and the reader gets what it
- * wrote (if the ring took some, buf is full) or an error it queued.
+ * The common case, one endpoint, no lock and nothing queued, goes to
+ * mrl_ep_poll, which reads and progresses in one.
  */
 static inline ssize_t read_lean(struct fid_cq *cq_fid, void *buf,
 				size_t count, fi_addr_t *src_addr)
@@ -256,15 +245,7 @@ static inline ssize_t read_lean(struct fid_cq *cq_fid, void *buf,
 	if (!cq->lean_ep || cq->head != cq->tail ||
 	    !mrl_list_empty(&cq->errs) || !count)
 		return read_any(cq, buf, count, src_addr);
-	cq->out = buf;
-	cq->out_left = count;
-	cq->out_src = src_addr;
-	mrl_ep_progress(cq->lean_ep);
-	if (cq->out_left == count && mrl_list_empty(&cq->errs)) {
-		cq->out_left = 0;
-		return -FI_EAGAIN;
-	}
-	return lean_found(cq, count);
+	return mrl_ep_poll(cq, buf, count, src_addr, cq->lean_ep);
 }
 
 static ssize_t mrl_cq_readfrom(struct fid_cq *cq, void *buf, size_t count,

@@ -260,6 +260,8 @@ static int enable(struct mrl_ep *ep)
 	}
 	ep->src_rails = ep->want_src ? mrl_rail_mask(ep->nrails) :
 			ep->domain->src0 ? 1u : 0;
+	for (r = 0; r < ep->nrails; r++)
+		ep->rails[r].reads_src = ep->src_rails & (1u << r);
 	ep->enabled = true;
 	ep->progress_held = false;
 	mrl_ctrl_hello_partial(ep);

@@ -296,8 +296,11 @@ static void watch_rail(struct mrl_ep *ep, int rail)
 	uint64_t done = rc->completions + r->fences_done;
 	struct mrl_chunk *chunk;
 
-	if (!(rc->inflight || r->fences) || done != r->watch_completions ||
-	    !r->watch_since_ns) {
+	if (!(rc->inflight || r->fences)) {
+		r->watch_since_ns = 0;	/* a fresh start when work comes */
+		return;
+	}
+	if (done != r->watch_completions || !r->watch_since_ns) {
 		r->watch_completions = done;
 		r->watch_since_ns = ep->now_ns;
 		return;
@@ -394,13 +397,25 @@ static void probe_all(struct mrl_ep *ep)
 /* From progress, every MRL_HEALTH_TICK calls: the clock and the checks. */
 void mrl_health_tick(struct mrl_ep *ep)
 {
+	uint32_t rails, watch;
 	int r;
 
-	ep->health_ticks = 0;
+	ep->health_left = MRL_HEALTH_TICK;
 	ep->now_ns = clock_ns();
 	if (mrl_params.rail_timeout_ms) {
-		for (r = 0; r < ep->nrails; r++)
-			watch_rail(ep, r);
+		/*
+		 * The rails with chunks or side requests (fences among them),
+		 * and those that had some at the last tick, to reset their
+		 * watch: an idle rail costs nothing per tick (issue 18).
+		 */
+		rails = ep->engine.busy | ep->side_busy;
+		watch = rails | ep->watched_rails;
+		ep->watched_rails = rails;
+		for (; watch; watch &= watch - 1) {
+			r = __builtin_ctz(watch);
+			if (r < ep->nrails)
+				watch_rail(ep, r);
+		}
 	}
 	if (ep->sick_peers)
 		probe_all(ep);
