@@ -436,6 +436,29 @@ static inline void mrl_cq_write_out(struct mrl_cq *cq, void *context,
 	cq->out_left--;
 }
 
+/* A read of count entries into buf begins: progress writes there. */
+static inline void mrl_cq_out_begin(struct mrl_cq *cq, char *buf,
+				    size_t count, fi_addr_t *src_addr)
+{
+	cq->out = buf;
+	cq->out_left = count;
+	cq->out_src = src_addr;
+}
+
+/*
+ * The read of count entries ends: how many progress wrote, else an error
+ * waiting (-FI_EAVAIL) or nothing (-FI_EAGAIN).
+ */
+static inline ssize_t mrl_cq_out_end(struct mrl_cq *cq, size_t count)
+{
+	size_t n = count - cq->out_left;
+
+	cq->out_left = 0;
+	if (n)
+		return (ssize_t) n;
+	return mrl_list_empty(&cq->errs) ? -FI_EAGAIN : -FI_EAVAIL;
+}
+
 /* Domain locked.  Every completion comes here: the ring grows elsewhere. */
 static inline int mrl_cq_write(struct mrl_cq *cq, void *context,
 			       uint64_t flags, size_t len, void *buf,
@@ -551,7 +574,8 @@ struct mrl_ep_rail {
 	uint32_t side;			/* fences, probes, control sends and
 					 * (rail 0) message requests in
 					 * flight: progress reads the rail */
-	bool reads_src;			/* in src_rails (one test per read) */
+	bool reads_src;			/* its core's sources are read: the
+					 * user's FI_SOURCE, rail 0's claims */
 };
 
 /*
@@ -608,8 +632,6 @@ struct mrl_ep {
 	bool progress_held;		/* not enabled yet, or a progress call
 					 * up the stack: progress returns */
 	bool want_src;			/* FI_SOURCE: cores' sources wanted */
-	uint32_t src_rails;		/* rails whose sources are read: the
-					 * user's FI_SOURCE, rail 0's claims */
 	uint64_t now_ns;		/* the clock at the last health tick */
 	int health_left;		/* progress calls to the next tick */
 	uint32_t watched_rails;		/* busy at the last tick */

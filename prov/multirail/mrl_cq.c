@@ -193,16 +193,10 @@ static ssize_t read_progress(struct mrl_cq *cq, char *buf, size_t count,
 {
 	ssize_t ret;
 
-	cq->out = buf + n * cq->out_size;
-	cq->out_left = count - n;
-	cq->out_src = src_addr ? src_addr + n : NULL;
+	mrl_cq_out_begin(cq, buf + n * cq->out_size, count - n,
+			 src_addr ? src_addr + n : NULL);
 	progress_all(cq);
-	n = count - cq->out_left;
-	cq->out_left = 0;
-	if (n)
-		ret = (ssize_t) n;
-	else
-		ret = mrl_list_empty(&cq->errs) ? -FI_EAGAIN : -FI_EAVAIL;
+	ret = mrl_cq_out_end(cq, count);
 	mrl_unlock(cq->domain);
 	return ret;
 }

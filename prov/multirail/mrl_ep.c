@@ -258,10 +258,10 @@ static int enable(struct mrl_ep *ep)
 		ep->enable_failed = true;
 		return ret;
 	}
-	ep->src_rails = ep->want_src ? mrl_rail_mask(ep->nrails) :
-			ep->domain->src0 ? 1u : 0;
+	/* the user's FI_SOURCE on every rail, or rail 0's control claims */
 	for (r = 0; r < ep->nrails; r++)
-		ep->rails[r].reads_src = ep->src_rails & (1u << r);
+		ep->rails[r].reads_src = ep->want_src ||
+					 (!r && ep->domain->src0);
 	ep->enabled = true;
 	ep->progress_held = false;
 	mrl_ctrl_hello_partial(ep);

@@ -354,7 +354,14 @@ rail_batches(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 		progress_rail(ep, rail);
 }
 
-/* What progress does less often than every call: see mrl_ep_progress. */
+/* The rare work is due: see progress_end. */
+static inline bool rest_due(const struct mrl_ep *ep)
+{
+	return ep->health_left <= 0 || ep->ctrl_backlog ||
+	       !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due;
+}
+
+/* What progress does less often than every call: see progress_end. */
 static void __attribute__((noinline)) progress_rest(struct mrl_ep *ep)
 {
 	if (ep->health_left <= 0)
@@ -366,6 +373,17 @@ static void __attribute__((noinline)) progress_rest(struct mrl_ep *ep)
 	mrl_engine_progress(&ep->engine);
 	if (ep->unreachable_due)
 		mrl_health_fail_unreachable(ep);
+}
+
+/*
+ * Every progress call ends here, the call counted for the health tick: the
+ * rare work when due (a HELLO due waits for the tick: off the empty poll).
+ */
+static inline void progress_end(struct mrl_ep *ep)
+{
+	if (rest_due(ep))
+		progress_rest(ep);
+	ep->progress_held = false;
 }
 
 /*
@@ -395,11 +413,8 @@ void mrl_ep_progress(struct mrl_ep *ep)
 	} else {
 		read_rails(ep, due);
 	}
-	/* a HELLO due waits for the tick: off the empty poll */
-	if (--ep->health_left <= 0 || ep->ctrl_backlog ||
-	    !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due)
-		progress_rest(ep);
-	ep->progress_held = false;
+	ep->health_left--;
+	progress_end(ep);
 }
 
 /*
@@ -410,20 +425,7 @@ void mrl_ep_progress(struct mrl_ep *ep)
 static inline bool quiet(const struct mrl_ep *ep)
 {
 	return !(ep->engine.busy | ep->side_busy) && !ep->kick0 &&
-	       !ep->ctrl_backlog && !ep->progress_held &&
-	       ep->health_left > 1 &&
-	       mrl_list_empty(&ep->engine.pending) && !ep->unreachable_due;
-}
-
-/* The read's outcome, once progress wrote into the reader's buffer. */
-static inline ssize_t poll_result(struct mrl_cq *cq, size_t count)
-{
-	size_t n = count - cq->out_left;
-
-	cq->out_left = 0;
-	if (n)
-		return (ssize_t) n;
-	return mrl_list_empty(&cq->errs) ? -FI_EAGAIN : -FI_EAVAIL;
+	       !ep->progress_held && ep->health_left > 1 && !rest_due(ep);
 }
 
 /* mrl_ep_poll for an endpoint that is not quiet: progress as ever. */
@@ -431,7 +433,7 @@ static ssize_t __attribute__((noinline))
 poll_busy(struct mrl_cq *cq, size_t count, struct mrl_ep *ep)
 {
 	mrl_ep_progress(ep);
-	return poll_result(cq, count);
+	return mrl_cq_out_end(cq, count);
 }
 
 /*
@@ -447,12 +449,8 @@ poll_found(struct mrl_cq *cq, struct mrl_ep *ep, int rail, ssize_t n)
 	n = read_outcome(ep, rail, n);
 	if (n)
 		rail_batches(ep, rail, ep->poll_e, ep->poll_src, n);
-	/* mrl_ep_poll counted this call for the tick */
-	if (ep->health_left <= 0 || ep->ctrl_backlog ||
-	    !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due)
-		progress_rest(ep);
-	ep->progress_held = false;
-	return poll_result(cq, count);
+	progress_end(ep);	/* mrl_ep_poll counted the call */
+	return mrl_cq_out_end(cq, count);
 }
 
 /*
@@ -468,9 +466,7 @@ ssize_t mrl_ep_poll(struct mrl_cq *cq, void *buf, size_t count,
 	ssize_t n;
 	int rail;
 
-	cq->out = buf;
-	cq->out_left = count;
-	cq->out_src = src_addr;
+	mrl_cq_out_begin(cq, buf, count, src_addr);
 	if (!quiet(ep))
 		return poll_busy(cq, count, ep);
 	ep->health_left--;
