@@ -46,6 +46,9 @@ FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm FI_MULTIRAIL_STRIPE_MIN=2048 \
 rma -o write -S 4194304 -W 4 -C -A
 # the other spelling
 (unset FI_PROVIDER; MRL_TEST_PROV="efa;multirail" rma -o all -S 4194304 -W 8)
+# FI_THREAD_DOMAIN: the lean CQ read; a quiet target finds the CQ data of
+# every rail on the idle rail it reads
+rma -T -o writedata -X 1000 -S 65536 -W 16
 # FI_THREAD_SAFE over 32-bit keys: threads share endpoints, CQs, and the
 # domain's key generation (concurrent registrations)
 run ./test/mt_test

@@ -28,11 +28,11 @@ link() {	# RAIL up|down, both ends
 	ip -n mrl_a link set "vA$1" "$2" && ip -n mrl_b link set "vB$1" "$2"
 }
 
-# stream OP: 80 x 16 MiB in the background; a short deadline so that the
+# stream OP [-T]: 80 x 16 MiB in the background; a short deadline so that the
 # rail is taken out, probed and brought back within the run
 stream() {
 	FI_MULTIRAIL_RAIL_TIMEOUT_MS=500 timeout 300 ./test/rma_test \
-		-N mrl_a,mrl_b -o "$1" -S 16777216 -W 8 -X 80 \
+		-N mrl_a,mrl_b -o "$1" -S 16777216 -W 8 -X 80 $2 \
 		>"failover-$1.log" 2>&1 &
 	pid=$!
 }
@@ -55,8 +55,8 @@ for i in 1 2 3 4; do
 done
 finish writedata
 
-echo "== write with rail 2 down for 4 s"
-stream write
+echo "== write with rail 2 down for 4 s (FI_THREAD_DOMAIN: the lean CQ read)"
+stream write -T
 sleep 1
 link 2 down; sleep 4; link 2 up
 finish write

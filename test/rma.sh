@@ -58,4 +58,5 @@ done
 # within a bound, with an error once the death is seen, and later writes
 # fail (docs/reliability.md); over tcp;ofi_rxm and over net (1.x).
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -K
+FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -K -T
 FI_PROVIDER="multirail;tcp" FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -K
