@@ -161,6 +161,21 @@ static void read_err(struct mrl_ep *ep, int rail)
 /* Calls per rail per progress (MRL_CQ_BATCH entries each, mrl.h). */
 #define MRL_CQ_ROUNDS		8
 
+/*
+ * After a full batch: is the rail read again?  Only while a reader's
+ * buffer still takes entries.  What it could not take would wait in our
+ * ring, to be copied a second time at the next read, while the core holds
+ * it as well as we do; progress outside a read reads one batch a rail.
+ */
+static inline bool read_on(const struct mrl_ep *ep, ssize_t n)
+{
+	if (n < 0)		/* an error entry handed on: read again */
+		return true;
+	return n == MRL_CQ_BATCH &&
+	       ((ep->tx_cq && ep->tx_cq->out_left) ||
+		(ep->rx_cq && ep->rx_cq->out_left));
+}
+
 /* Are rail's sources read: the user's FI_SOURCE, or rail 0's claims. */
 static inline bool reads_src(const struct mrl_ep *ep, int rail)
 {
@@ -228,7 +243,7 @@ static void progress_rail(struct mrl_ep *ep, int rail)
 	while (rounds--) {
 		n = read_rail(ep, rail, e, src);
 		dispatch_all(ep, rail, e, src, n);
-		if (n >= 0 && n < MRL_CQ_BATCH)
+		if (!read_on(ep, n))
 			return;
 	}
 }
@@ -331,7 +346,7 @@ static void rail0_batches(struct mrl_ep *ep, uint32_t due,
 			due = all;
 		read_rails(ep, due & ~1u);
 		dispatch_all(ep, 0, e, src, n);
-		if ((n >= 0 && n < MRL_CQ_BATCH) || !--rounds)
+		if (!read_on(ep, n) || !--rounds)
 			return;
 		n = read_rail(ep, 0, e, src);
 	}
@@ -350,7 +365,7 @@ rail_batches(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 		return;
 	}
 	dispatch_all(ep, rail, e, src, n);
-	if (n < 0 || n == MRL_CQ_BATCH)
+	if (read_on(ep, n))
 		progress_rail(ep, rail);
 }
 
