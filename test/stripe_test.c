@@ -898,11 +898,64 @@ static void test_whole_fast_path(void)
 	mrl_engine_fini(&eng);
 }
 
+/*
+ * A fast-path op whose rail is taken from it while the core holds its
+ * chunk: the chunk is copied to a rail it keeps, and then neither return
+ * alone ends it early nor twice, in either order (the fast completion
+ * must not take the copied chunk for its op's last).
+ */
+static void test_whole_reissued(void)
+{
+	struct mrl_engine_attr attr = {
+		.nrails = 2, .max_chunks_per_rail = 4,
+		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
+		.fill_chunks = 1, .fill_bytes = 1 << 20,
+	};
+	struct mrl_chunk *first;
+	struct mrl_engine eng;
+	struct mrl_op ops[2];
+	struct fake f;
+	int i, round;
+
+	memset(&f, 0, sizeof(f));
+	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
+		abort();
+	for (round = 0; round < 2; round++) {
+		struct mrl_op *op = &ops[round];
+
+		f.done_calls = 0;
+		CHECK(post_fast(&eng, &f, op, 64, 0x2) == 1,
+		      "round %d: not on rail 1", round);
+		first = f.posted[f.nposted - 1];
+		op->rail_mask = 0x1;
+		CHECK(mrl_engine_reissue(&eng, 1) == 1, "round %d: not copied",
+		      round);
+		mrl_engine_progress(&eng);
+		CHECK(f.nposted == 2 && last_rail(&f) == 0,
+		      "round %d: copy not on rail 0", round);
+		/* round 0: the copied chunk comes back first; 1: its copy */
+		for (i = 0; i < f.nposted; i++)
+			if ((f.posted[i] == first) == !round)
+				break;
+		complete_at(&eng, &f, i, 0);
+		CHECK(f.done_calls == 0, "round %d: ended by one of two "
+		      "chunks", round);
+		complete_at(&eng, &f, 0, 0);
+		CHECK(f.done_calls == 1 && !f.done_err,
+		      "round %d: %d completions, err %d", round, f.done_calls,
+		      f.done_err);
+		CHECK(mrl_engine_idle(&eng) && !eng.busy,
+		      "round %d: engine not idle", round);
+	}
+	mrl_engine_fini(&eng);
+}
+
 int main(void)
 {
 	test_chunking();
 	test_fill();
 	test_whole_fast_path();
+	test_whole_reissued();
 	test_unmetered();
 	test_exactly_once_many_ops();
 	test_final_chunk_last();

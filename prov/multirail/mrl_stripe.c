@@ -224,6 +224,7 @@ static int post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
 	chunk->len = len;
 	chunk->final = final;
 	chunk->orphan = false;
+	chunk->whole = false;
 	return post_chunk(eng, op, chunk);
 }
 
@@ -309,6 +310,7 @@ void mrl_engine_chunk_done_any(struct mrl_engine *eng,
 	struct mrl_op *op = chunk->op;
 	bool rail_left;
 
+	chunk->whole = false;	/* a failure's redo goes the general way */
 	if (!op) {			/* abandoned: only its memory was kept */
 		chunk->in_flight = false;
 		mrl_list_del(&chunk->link);
@@ -378,8 +380,10 @@ int mrl_engine_reissue(struct mrl_engine *eng, int rail)
 		copy->len = chunk->len;
 		copy->final = chunk->final;
 		copy->orphan = false;
+		copy->whole = false;
 		mrl_list_add_tail(&op->redo, &copy->link);
 		chunk->orphan = true;
+		chunk->whole = false;
 		op->orphans++;
 		eng->rail[rail].reissued++;
 		requeue(eng, op);
@@ -397,6 +401,7 @@ static void abandon(struct mrl_engine *eng, struct mrl_chunk *chunk)
 	mrl_rail_release(eng, chunk);
 	chunk->op->inflight--;
 	chunk->op = NULL;
+	chunk->whole = false;
 	mrl_list_add_tail(&eng->abandoned, &chunk->link);
 }
 

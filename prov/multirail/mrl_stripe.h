@@ -90,6 +90,9 @@ struct mrl_chunk {
 					 * longer counts, only its return */
 	bool in_flight;			/* the core holds it (for its op,
 					 * or abandoned) */
+	bool whole;			/* its op's one chunk, from the fast
+					 * path, untouched since: its return
+					 * finishes the op */
 	struct mrl_list link;		/* free list, its op's redo list or
 					 * the abandoned list; in flight: none */
 };
@@ -316,6 +319,7 @@ mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
 	chunk->rail = rail;
 	chunk->final = true;
 	chunk->orphan = false;
+	chunk->whole = true;
 	return chunk;
 }
 
@@ -344,9 +348,10 @@ static inline struct mrl_op *mrl_engine_chunk_back(struct mrl_engine *eng,
 	struct mrl_op *op = chunk->op;
 	struct mrl_rail_credit *rc;
 
-	if (err || !op || chunk->orphan || op->inflight != 1 || op->err ||
-	    op->next_off < op->body_len || !op->final_posted ||
-	    !mrl_list_empty(&op->redo)) {
+	if (err || (!chunk->whole &&
+		    (!op || chunk->orphan || op->inflight != 1 || op->err ||
+		     op->next_off < op->body_len || !op->final_posted ||
+		     !mrl_list_empty(&op->redo)))) {
 		mrl_engine_chunk_done_any(eng, chunk, err);
 		return NULL;
 	}
