@@ -950,12 +950,59 @@ static void test_whole_reissued(void)
 	mrl_engine_fini(&eng);
 }
 
+/*
+ * Whole chunks back in one batch (as progress hands them on): each gives
+ * its op at once, the rail's credit comes back once for all of them.
+ */
+static void test_whole_batch_returned(void)
+{
+	struct mrl_engine_attr attr = {
+		.nrails = 2, .max_chunks_per_rail = 8,
+		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
+		.fill_chunks = 4, .fill_bytes = 1 << 20,
+	};
+	struct mrl_returns back = { 0, 0 };
+	struct mrl_chunk *c;
+	struct mrl_engine eng;
+	struct mrl_op ops[4];
+	struct fake f;
+	int i, got = 0;
+
+	memset(&f, 0, sizeof(f));
+	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
+		abort();
+	for (i = 0; i < 4; i++)
+		CHECK(post_fast(&eng, &f, &ops[i], 100 + i, 0x1) == 0,
+		      "op %d not on rail 0", i);
+	CHECK(eng.full == 0x1 && eng.busy == 0x1, "full 0x%x busy 0x%x",
+	      eng.full, eng.busy);
+	while (f.nposted) {
+		c = f.posted[--f.nposted];
+		CHECK(c->whole, "a fast chunk not marked whole");
+		got += mrl_engine_whole_back(&eng, c, &back) == c->op;
+	}
+	CHECK(got == 4 && back.chunks == 4 && back.bytes == 406,
+	      "%d ops, %u chunks, %zu bytes back", got, back.chunks,
+	      back.bytes);
+	CHECK(eng.rail[0].inflight == 4, "credit back before the batch ended");
+	mrl_engine_returned(&eng, 0, &back);
+	CHECK(!eng.rail[0].inflight && !eng.rail[0].inflight_bytes &&
+	      !eng.busy && !eng.full && eng.rail[0].completions == 4 &&
+	      eng.rail[0].bytes_completed == 406 && !back.chunks,
+	      "after the batch: %u in flight (%zu bytes), busy 0x%x full 0x%x",
+	      eng.rail[0].inflight, eng.rail[0].inflight_bytes, eng.busy,
+	      eng.full);
+	CHECK(mrl_engine_idle(&eng), "engine not idle");
+	mrl_engine_fini(&eng);
+}
+
 int main(void)
 {
 	test_chunking();
 	test_fill();
 	test_whole_fast_path();
 	test_whole_reissued();
+	test_whole_batch_returned();
 	test_unmetered();
 	test_exactly_once_many_ops();
 	test_final_chunk_last();

@@ -812,7 +812,8 @@ static inline struct mrl_cntr *mrl_ep_local_cntr(struct mrl_ep *ep,
  * not), then its request back to the pool.  Domain locked.  Every op
  * comes here: inline in progress, errors out of line.
  */
-static inline void mrl_rma_done(void *owner, struct mrl_op *op, int err)
+static inline __attribute__((always_inline))
+void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 {
 	struct mrl_ep *ep = owner;
 	struct mrl_rma_req *req = mrl_container_of(op, struct mrl_rma_req, op);

@@ -365,6 +365,54 @@ static inline struct mrl_op *mrl_engine_chunk_back(struct mrl_engine *eng,
 	return op;
 }
 
+/*
+ * Whole chunks back from one rail in one batch of the core's completions:
+ * their credit is returned once for the batch (mrl_engine_returned), not
+ * per chunk.
+ */
+struct mrl_returns {
+	uint32_t chunks;
+	size_t bytes;
+};
+
+/*
+ * A chunk marked whole came back fine: its op is finished, returned for
+ * its completion; the rail's credit waits for mrl_engine_returned, which
+ * must come before anything else reads or moves that rail's credit.
+ */
+static inline struct mrl_op *mrl_engine_whole_back(struct mrl_engine *eng,
+						   struct mrl_chunk *chunk,
+						   struct mrl_returns *back)
+{
+	struct mrl_op *op = chunk->op;
+
+	back->chunks++;
+	back->bytes += chunk->len;
+	op->inflight = 0;
+	chunk->in_flight = false;
+	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
+	return op;
+}
+
+/* The credit of the whole chunks back from rail since the last call. */
+static inline void mrl_engine_returned(struct mrl_engine *eng, int rail,
+				       struct mrl_returns *back)
+{
+	struct mrl_rail_credit *rc = &eng->rail[rail];
+
+	if (!back->chunks)
+		return;
+	rc->inflight -= back->chunks;
+	if (!rc->inflight)
+		eng->busy &= ~(1u << rail);
+	rc->inflight_bytes -= back->bytes;
+	rc->completions += back->chunks;
+	rc->bytes_completed += back->bytes;
+	mrl_rail_level(eng, rail);
+	back->chunks = 0;
+	back->bytes = 0;
+}
+
 /* A chunk completed (err 0) or failed; may finish its op. */
 static inline void mrl_engine_chunk_done(struct mrl_engine *eng,
 					 struct mrl_chunk *chunk, int err)
