@@ -153,6 +153,18 @@ static void check_coverage(struct fake *f, size_t len)
 	CHECK(!bad, "%zu bytes not posted exactly once", bad);
 }
 
+/* An op the engine finished is clean again (mrl_op_clean). */
+static void check_clean(const struct mrl_op *op, const char *what)
+{
+	CHECK(op->body_len == 0 && op->next_off == 0 && op->final_posted &&
+	      op->inflight == 0 && op->orphans == 0 && op->err == 0 &&
+	      op->iov_count == 1 && !op->unmetered &&
+	      mrl_list_empty(&op->link) && mrl_list_empty(&op->redo),
+	      "%s: not clean (body %zu next %zu final %d inflight %u "
+	      "orphans %u err %d)", what, op->body_len, op->next_off,
+	      op->final_posted, op->inflight, op->orphans, op->err);
+}
+
 static void test_chunking(void)
 {
 	struct mrl_engine eng;
@@ -302,6 +314,7 @@ static void test_error_propagation(void)
 	      "done %d err %d", f.done_calls, f.done_err);
 	for (int i = 0; i < f.nposted; i++)
 		CHECK(!f.posted[i]->final, "final posted after error");
+	check_clean(&op, "a failed op of many chunks");
 
 	/* A post that fails with nothing in flight completes at once. */
 	f.fail_post_at = f.post_count + 1;
@@ -310,6 +323,7 @@ static void test_error_propagation(void)
 	mrl_engine_submit(&eng, &op2);
 	CHECK(f.done_calls == 2 && f.done_err == -FI_EIO, "done %d err %d",
 	      f.done_calls, f.done_err);
+	check_clean(&op2, "an op its post failed");
 	CHECK(mrl_engine_idle(&eng), "engine not idle");
 	mrl_engine_fini(&eng);
 }
@@ -807,6 +821,7 @@ static int post_fast(struct mrl_engine *eng, struct fake *f,
 	struct mrl_chunk *c;
 
 	init_op(op, len, 0);
+	mrl_op_clean(op);	/* as the rail layer's pool keeps its ops */
 	c = mrl_engine_whole_start(eng, op, rails);
 	if (!c || fake_post(f, c))
 		return -1;
@@ -944,6 +959,8 @@ static void test_whole_reissued(void)
 		CHECK(f.done_calls == 1 && !f.done_err,
 		      "round %d: %d completions, err %d", round, f.done_calls,
 		      f.done_err);
+		check_clean(op, round ? "a copied op, copy back last" :
+				 "a copied op, copy back first");
 		CHECK(mrl_engine_idle(&eng) && !eng.busy,
 		      "round %d: engine not idle", round);
 	}

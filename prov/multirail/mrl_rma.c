@@ -85,6 +85,7 @@ int mrl_rma_init(struct mrl_ep *ep)
 		return -FI_ENOMEM;
 	}
 	for (i = 0; i < n; i++) {
+		mrl_op_clean(&slots[i].req.op);
 		slots[i].req.next_free = ep->rma_free;
 		ep->rma_free = &slots[i].req;
 	}
@@ -645,9 +646,7 @@ int rma_whole(struct mrl_ep *ep, const struct one_args *a)
 	op->iov[0].iov_base = a->buf;
 	op->iov[0].iov_len = a->len;
 	op->desc[0] = a->desc;
-	op->iov_count = 1;
 	op->peer = peer;
-	op->unmetered = false;
 	chunk = mrl_engine_whole_start(&ep->engine, op, rails);
 	if (!chunk || (a->kind == MRL_OP_WRITE && chunk->rail &&
 		       mrl_fence_owned_elsewhere(ep, peer)))

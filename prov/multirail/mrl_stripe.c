@@ -161,6 +161,7 @@ static bool op_finished(const struct mrl_op *op)
 static void finish_op(struct mrl_engine *eng, struct mrl_op *op)
 {
 	struct mrl_chunk *chunk;
+	int err;
 
 	while (!mrl_list_empty(&op->redo)) {	/* an op that failed */
 		chunk = mrl_first_chunk(&op->redo);
@@ -168,7 +169,9 @@ static void finish_op(struct mrl_engine *eng, struct mrl_op *op)
 		mrl_list_add_tail(&eng->free_chunks, &chunk->link);
 	}
 	mrl_list_del(&op->link);
-	eng->ops->op_done(eng->owner, op, op->err);
+	err = op->err;
+	mrl_op_clean(op);
+	eng->ops->op_done(eng->owner, op, err);
 }
 
 /* The op has chunks to post again: back to the pending list. */

@@ -270,13 +270,35 @@ static inline void mrl_rail_release(struct mrl_engine *eng,
 }
 
 /*
+ * An op as the fast path wants it (nothing posted, nothing held back,
+ * failed or queued): the rail layer's free ops are kept so, from its pool's
+ * start (it calls this) and after every op the engine finished the general
+ * way (the engine calls it), so mrl_engine_whole_start sets only what
+ * differs per op.
+ */
+static inline void mrl_op_clean(struct mrl_op *op)
+{
+	op->iov_count = 1;
+	op->unmetered = false;
+	op->body_len = 0;
+	op->next_off = 0;
+	op->final_posted = true;
+	op->inflight = 0;
+	op->orphans = 0;
+	op->err = 0;
+	mrl_list_init(&op->link);
+	mrl_list_init(&op->redo);
+}
+
+/*
  * The small op's fast path (mrl_rma.c, issue 18): an op of one buffer that
  * goes whole, as its own final chunk, on one rail, without the queue.
  * mrl_engine_whole_start gives its chunk on the lowest rail of rail_mask
  * below its fill level; with every one at its level, on the rail whose
  * turn it is (no loop over the rails, as the general way's least loaded),
- * or the one rail of a mask of one, up to its depth.  The op is set as
- * mrl_op_prepare would.  NULL when that rail has no room, no chunk is
+ * or the one rail of a mask of one, up to its depth.  The op, clean (see
+ * mrl_op_clean), is set as mrl_op_prepare would.  NULL when that rail has
+ * no room, no chunk is
  * free or ops are queued before it: the op then goes the general way.  A
  * rail's refusal in an earlier pass does not count here: this is a new
  * one.  Once the core took the chunk, mrl_engine_whole_posted; if it
@@ -304,14 +326,6 @@ mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
 		eng->next_rail = rail + 1 < eng->nrails ? rail + 1 : 0;
 	op->rail_mask = rail_mask;
 	op->chunk_size = op->len;
-	op->body_len = 0;
-	op->next_off = 0;
-	op->final_posted = true;
-	op->inflight = 0;
-	op->orphans = 0;
-	op->err = 0;
-	mrl_list_init(&op->link);
-	mrl_list_init(&op->redo);
 	chunk = mrl_first_chunk(&eng->free_chunks);
 	chunk->op = op;
 	chunk->offset = 0;
@@ -359,9 +373,12 @@ static inline struct mrl_op *mrl_engine_chunk_back(struct mrl_engine *eng,
 	mrl_rail_release(eng, chunk);
 	rc->completions++;
 	rc->bytes_completed += chunk->len;
-	op->inflight = 0;
 	chunk->in_flight = false;
 	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
+	if (!chunk->whole)
+		mrl_op_clean(op);	/* an op of the general way */
+	else
+		op->inflight = 0;
 	return op;
 }
 
