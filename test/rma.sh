@@ -30,6 +30,13 @@ done
 # the idle rail it reads
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -T -Q tagged -o all -S 1048576 -W 16
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -T -o writedata -X 2000 -S 65536 -W 16
+# fi_multirail_bw's loop: 64 8-byte writes in flight, reposted as their
+# completions are read 32 at a time; they fill the lowest rails to their
+# level and the reader's buffer after two, so progress must read the rails
+# in turns (each carries its share); with the domain's lock and without
+for t in -T ""; do
+	FI_MULTIRAIL_RAILS=lo,lo,lo,lo run $t -o write -Y 200000 -W 64
+done
 # names exchanged in FI_NAME_MAX bytes, as Open MPI does: rail 0's address
 # alone, the other rails learned in a HELLO; every rail must still carry
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo FI_MULTIRAIL_STRIPE_MIN=2048 \

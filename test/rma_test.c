@@ -31,6 +31,12 @@
  *            target after its completion, writedata's at its CQ entry
  *            too, exactly once;
  *            prints the bytes completed per second, wall-clock stamped)
+ *            [-Y count] (count 8-byte fi_write to distinct words,
+ *            -W in flight, each reposted as soon as its completion is
+ *            read, 32 entries a read: small ops fill the lowest rails and
+ *            the reader's buffer, so progress must read the rails in
+ *            turns; every word checked at the target, and every rail
+ *            must have carried ops and had them all completed)
  *            [-K] (the target is killed with SIGKILL after one op: every
  *            write posted before and after must complete, with an error
  *            once the death is seen, or be refused, within a bound)
@@ -1159,6 +1165,7 @@ struct stream_msg {
 #define STREAM_IDLE_S	180		/* no completion this long: a hang */
 
 static size_t stream_slot;		/* bytes per window slot */
+static uint32_t turns_count;		/* -Y */
 
 /* 8 bytes per step: a 64 MiB op is filled and checked in milliseconds */
 static uint64_t stream_word(uint64_t *x)
@@ -1227,6 +1234,129 @@ static ssize_t stream_post(int op, char *local, size_t size, int s,
 
 	return fi_writemsg(ep, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION |
 			   (op == 2 ? FI_REMOTE_CQ_DATA : 0));
+}
+
+/* -Y: op i's word, written to the target's word i. */
+static uint64_t turns_word(uint64_t seed, uint32_t i)
+{
+	return (seed ^ ((uint64_t) i << 20)) * 0x9e3779b97f4a7c15ULL | 1;
+}
+
+/*
+ * -Y, initiator: fi_multirail_bw's loop (post while the window has room,
+ * read 32 completions, post again), each op's source word in the window
+ * slot it holds until its completion.  Then every rail must have carried
+ * an eighth of its share of the ops and completed them all: a rail
+ * progress never reads keeps its few ops to the end, and the others
+ * carry the rest.
+ */
+static void turns_initiator(uint32_t count, int window, uint64_t seed)
+{
+	uint64_t *src = (uint64_t *) buf;
+	int *free_slots = malloc(window * sizeof(int)), nfree = window, s;
+	uint32_t *slot_op = calloc(window, sizeof(*slot_op));
+	size_t esz = format_size(init_format);
+	unsigned char e[32 * sizeof(struct fi_cq_tagged_entry)];
+	struct fi_multirail_rail_stats st;
+	uint32_t posted = 0, done = 0;
+	double end = now() + TIMEOUT_S;
+	int r, nrails;
+	ssize_t n, i;
+	char msg;
+
+	if (!mrl_ops)
+		die("-Y needs multirail");
+	if (xrecv(&msg, 1) != 1 || msg != 'r')	/* the target poisoned */
+		die("turns: expected 'r'");
+	for (s = 0; s < window; s++)
+		free_slots[s] = s;
+	while (done < count) {
+		while (nfree && posted < count) {
+			s = free_slots[nfree - 1];
+			src[s] = turns_word(seed, posted);
+			n = fi_write(ep, &src[s], 8, fi_mr_desc(mr), peer,
+				     peer_addr + (uint64_t) posted * 8,
+				     peer_key, &src[s]);
+			if (n == -FI_EAGAIN)
+				break;
+			if (n)
+				die("turns: fi_write %zd", n);
+			slot_op[s] = posted++;
+			nfree--;
+		}
+		n = fi_cq_read(cq, e, 32);
+		if (n == -FI_EAGAIN) {
+			if (now() > end)
+				die("turns: no completion for %d s (%u of %u)",
+				    TIMEOUT_S, done, count);
+			continue;
+		}
+		if (n < 0)
+			die("turns: fi_cq_read %zd", n);
+		for (i = 0; i < n; i++) {
+			uint64_t *c = ((struct fi_cq_entry *)
+				       (e + (size_t) i * esz))->op_context;
+
+			if (c < src || c >= src + window)
+				die("turns: completion of an unknown op");
+			free_slots[nfree++] = (int) (c - src);
+		}
+		done += (uint32_t) n;
+		end = now() + TIMEOUT_S;
+	}
+	nrails = mrl_ops->rail_count(ep);
+	for (r = 0; r < nrails; r++) {
+		CHK(mrl_ops->rail_stats(ep, r, &st));
+		printf("turns: rail %d: %lu ops, %lu of %lu bytes completed\n",
+		       r, (unsigned long) st.tx_ops,
+		       (unsigned long) st.bytes_completed,
+		       (unsigned long) st.tx_bytes);
+		/* the window fills every rail to its level, all the time */
+		if (st.tx_ops < count / (8 * (uint32_t) nrails) ||
+		    st.bytes_completed != st.tx_bytes)
+			die("turns: rail %d carried %lu ops (an eighth of its "
+			    "share is %u) and completed %lu of %lu bytes", r,
+			    (unsigned long) st.tx_ops,
+			    count / (8 * (uint32_t) nrails),
+			    (unsigned long) st.bytes_completed,
+			    (unsigned long) st.tx_bytes);
+	}
+	xsend("d", 1);
+	if (xrecv(&msg, 1) != 1 || msg != 'k')
+		die("turns: the target found words missing");
+	printf("turns: %u writes, every word at the target\n", count);
+	free(free_slots);
+	free(slot_op);
+}
+
+/* -Y, target: progress until every word landed (transmit complete). */
+static void turns_target(uint32_t count, uint64_t seed)
+{
+	const uint64_t *words = (const uint64_t *) buf;
+	pid_t initiator = getppid();
+	uint32_t i = 0, polls = 0;
+	double end;
+	char msg;
+
+	memset(buf, POISON, buf_size);
+	xsend("r", 1);
+	while (!oob_ready()) {
+		fi_cq_read(cq, NULL, 0);
+		/* both ends of the socket are ours too: no hang-up to see */
+		if (!(++polls % 4096) && getppid() != initiator)
+			die("turns: the initiator is gone");
+	}
+	if (xrecv(&msg, 1) != 1 || msg != 'd')
+		die("turns: expected 'd'");
+	for (end = now() + TIMEOUT_S; i < count && now() < end;) {
+		if (words[i] == turns_word(seed, i))
+			i++;
+		else
+			fi_cq_read(cq, NULL, 0);
+	}
+	if (i < count)
+		die("turns: word %u of %u missing", i, count);
+	xsend("k", 1);
 }
 
 /* Initiator: post while slots are free, report completions, free slots on
@@ -1482,7 +1612,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Q:T")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:Q:T")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -1533,6 +1663,9 @@ int main(int argc, char **argv)
 		case 'X':
 			stream_count = strtoul(optarg, NULL, 0);
 			break;
+		case 'Y':
+			turns_count = strtoul(optarg, NULL, 0);
+			break;
 		case 'H':
 			health_rail = atoi(optarg);
 			health_rejoin = !!strstr(optarg, ":rejoin");
@@ -1565,6 +1698,13 @@ int main(int argc, char **argv)
 		stream_slot = (max_size + 63) & ~(size_t) 63;
 		buf_size = stream_slot * window;
 	}
+	if (turns_count) {
+		if (nops != 1 || ops[0] != 0 || window > 256 ||
+		    turns_count > (1u << 24) || turns_count < (uint32_t) window)
+			die("-Y writes (-o write), -W 256 and 2^24 ops at "
+			    "most, -W at least");
+		buf_size = (size_t) turns_count * 8;
+	}
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		die("socketpair");
 	srand(getpid());
@@ -1581,6 +1721,23 @@ int main(int argc, char **argv)
 	alarm(600);
 	setup(raw);
 	exchange_keys(raw);
+	if (turns_count) {
+		if (pid) {
+			stream_seed = (uint64_t) rand() << 8 | 1;
+			xsend(&stream_seed, sizeof(stream_seed));
+			turns_initiator(turns_count, window, stream_seed);
+		} else {
+			xrecv(&stream_seed, sizeof(stream_seed));
+			turns_target(turns_count, stream_seed);
+		}
+		teardown();
+		if (pid && (waitpid(pid, &status, 0) != pid ||
+			    !WIFEXITED(status) || WEXITSTATUS(status)))
+			die("target failed");
+		if (pid)
+			printf("PASS\n");
+		return 0;
+	}
 	if (stream_count) {
 		if (pid) {
 			stream_seed = (uint64_t) rand() << 8 | 1;

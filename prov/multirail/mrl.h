@@ -398,6 +398,7 @@ struct mrl_cq {
 	 * instead of two.  What does not fit goes to the ring, after them.
 	 */
 	char *out;
+	bool reading;			/* a read progresses (mrl_cq_out_begin) */
 	size_t out_left;		/* 0: not reading, or buffer full */
 	size_t out_size;		/* one entry of the CQ's format */
 	fi_addr_t *out_src;
@@ -443,6 +444,7 @@ static inline void mrl_cq_out_begin(struct mrl_cq *cq, char *buf,
 	cq->out = buf;
 	cq->out_left = count;
 	cq->out_src = src_addr;
+	cq->reading = true;
 }
 
 /*
@@ -454,6 +456,7 @@ static inline ssize_t mrl_cq_out_end(struct mrl_cq *cq, size_t count)
 	size_t n = count - cq->out_left;
 
 	cq->out_left = 0;
+	cq->reading = false;
 	if (n)
 		return (ssize_t) n;
 	return mrl_list_empty(&cq->errs) ? -FI_EAGAIN : -FI_EAVAIL;
@@ -643,6 +646,7 @@ struct mrl_ep {
 					 * message requests) */
 	int kick0;			/* reads of rail 0 due after an inject */
 	int poll_next;			/* the next idle rail read */
+	int read_turn;			/* the busy rail read first */
 	/* a quiet poll's core batch (mrl_ep_poll): off the stack, so that
 	 * the empty poll sets up no frame for it */
 	struct fi_cq_tagged_entry poll_e[MRL_CQ_BATCH];

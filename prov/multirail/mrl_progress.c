@@ -162,18 +162,31 @@ static void read_err(struct mrl_ep *ep, int rail)
 #define MRL_CQ_ROUNDS		8
 
 /*
- * After a full batch: is the rail read again?  Only while a reader's
- * buffer still takes entries.  What it could not take would wait in our
- * ring, to be copied a second time at the next read, while the core holds
- * it as well as we do; progress outside a read reads one batch a rail.
+ * A reader's buffer is full: a CQ of the endpoint is being read
+ * (fi_cq_read progresses) and no CQ of it takes more entries there.
+ * Progress then reads no further: what the reader could not take would
+ * wait in our ring, to be copied a second time at the next read, while the
+ * core holds it as well as we do.
  */
-static inline bool read_on(const struct mrl_ep *ep, ssize_t n)
+static inline bool reader_full(const struct mrl_ep *ep)
+{
+	const struct mrl_cq *tx = ep->tx_cq, *rx = ep->rx_cq;
+
+	if ((tx && tx->out_left) || (rx && rx->out_left))
+		return false;
+	return (tx && tx->reading) || (rx && rx->reading);
+}
+
+/*
+ * After batch n: is the rail read again?  After an error entry, and after
+ * a full batch unless the reader is full; drain: whatever the reader
+ * (see rail0_batches).
+ */
+static inline bool read_on(const struct mrl_ep *ep, ssize_t n, bool drain)
 {
 	if (n < 0)		/* an error entry handed on: read again */
 		return true;
-	return n == MRL_CQ_BATCH &&
-	       ((ep->tx_cq && ep->tx_cq->out_left) ||
-		(ep->rx_cq && ep->rx_cq->out_left));
+	return n == MRL_CQ_BATCH && (drain || !reader_full(ep));
 }
 
 /* Are rail's sources read: the user's FI_SOURCE, or rail 0's claims. */
@@ -261,7 +274,7 @@ static void dispatch_all(struct mrl_ep *ep, int rail,
 	mrl_engine_returned(&ep->engine, rail, &back);
 }
 
-static void progress_rail(struct mrl_ep *ep, int rail)
+static void progress_rail(struct mrl_ep *ep, int rail, bool drain)
 {
 	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
 	fi_addr_t src[MRL_CQ_BATCH];
@@ -271,7 +284,7 @@ static void progress_rail(struct mrl_ep *ep, int rail)
 	while (rounds--) {
 		n = read_rail(ep, rail, e, src);
 		dispatch_all(ep, rail, e, src, n);
-		if (!read_on(ep, n))
+		if (!read_on(ep, n, drain))
 			return;
 	}
 }
@@ -343,40 +356,66 @@ static bool has_message(const struct fi_cq_tagged_entry *e, ssize_t n)
 	return false;
 }
 
-static void read_rails(struct mrl_ep *ep, uint32_t rails)
+/* Every other rail to the end, before a message on rail 0: see below. */
+static void drain_others(struct mrl_ep *ep)
 {
-	int r;
+	uint32_t rails = mrl_rail_mask(ep->nrails) & ~1u;
 
-	for (; rails; rails &= rails - 1) {
-		r = __builtin_ctz(rails);
-		progress_rail(ep, r);
-	}
+	for (; rails; rails &= rails - 1)
+		progress_rail(ep, __builtin_ctz(rails), true);
 }
 
 /*
- * Rail 0's batch e (n), then its next ones, with the other rails due.
- * Rail 0 carries the messages, and a message sent after writes on other
- * rails waits for them to land (mrl_fence.c): their remote CQ data was in
- * those rails' core CQs before the message was in rail 0's.  So when rail
- * 0's batch holds a message, every other rail is read and handed on first,
- * and only then rail 0's batch: the user sees the data before the message,
- * also where the core progresses on its own between our reads.
+ * Rail 0's batch e (n), then its next ones.  Rail 0 carries the messages,
+ * and a message sent after writes on other rails waits for them to land
+ * (mrl_fence.c): their remote CQ data was in those rails' core CQs before
+ * the message was in rail 0's.  So when rail 0's batch holds a message,
+ * every other rail is read to the end (as far as MRL_CQ_ROUNDS goes) and
+ * handed on first, whether or not the reader takes it all, and only then
+ * rail 0's batch: the user sees the data before the message, also where
+ * the core progresses on its own between our reads.
  */
-static void rail0_batches(struct mrl_ep *ep, uint32_t due,
-			  struct fi_cq_tagged_entry *e, fi_addr_t *src,
-			  ssize_t n)
+static void rail0_batches(struct mrl_ep *ep, struct fi_cq_tagged_entry *e,
+			  fi_addr_t *src, ssize_t n)
 {
-	uint32_t all = mrl_rail_mask(ep->nrails);
 	int rounds = MRL_CQ_ROUNDS;
 
 	for (;;) {
 		if (n > 0 && has_message(e, n))
-			due = all;
-		read_rails(ep, due & ~1u);
+			drain_others(ep);
 		dispatch_all(ep, 0, e, src, n);
-		if (!read_on(ep, n) || !--rounds)
+		if (!read_on(ep, n, false) || !--rounds)
 			return;
 		n = read_rail(ep, 0, e, src);
+	}
+}
+
+/*
+ * Several rails due: each read in turn, from the one after the rail where
+ * a full reader stopped the last call, so that no rail waits behind others
+ * that keep filling the reader (rail 0 included: its batch is read where
+ * its turn comes).
+ */
+static void read_due(struct mrl_ep *ep, uint32_t due,
+		     struct fi_cq_tagged_entry *e, fi_addr_t *src)
+{
+	uint32_t first = due & (~0u << ep->read_turn), rails;
+	int pass, r;
+
+	for (pass = 0; pass < 2; pass++) {
+		for (rails = pass ? due & ~first : first; rails;
+		     rails &= rails - 1) {
+			r = __builtin_ctz(rails);
+			if (r)
+				progress_rail(ep, r, false);
+			else
+				rail0_batches(ep, e, src,
+					      read_rail(ep, 0, e, src));
+			if (reader_full(ep)) {
+				ep->read_turn = r + 1 < ep->nrails ? r + 1 : 0;
+				return;
+			}
+		}
 	}
 }
 
@@ -389,12 +428,12 @@ rail_batches(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 	     fi_addr_t *src, ssize_t n)
 {
 	if (!rail) {
-		rail0_batches(ep, 1u, e, src, n);
+		rail0_batches(ep, e, src, n);
 		return;
 	}
 	dispatch_all(ep, rail, e, src, n);
-	if (read_on(ep, n))
-		progress_rail(ep, rail);
+	if (read_on(ep, n, false))
+		progress_rail(ep, rail, false);
 }
 
 /* The rare work is due: see progress_end. */
@@ -451,10 +490,8 @@ void mrl_ep_progress(struct mrl_ep *ep)
 		n = read_rail(ep, rail, e, src);
 		if (n)
 			rail_batches(ep, rail, e, src, n);
-	} else if (due & 1u) {
-		rail0_batches(ep, due, e, src, read_rail(ep, 0, e, src));
 	} else {
-		read_rails(ep, due);
+		read_due(ep, due, e, src);
 	}
 	ep->health_left--;
 	progress_end(ep);
@@ -518,6 +555,7 @@ ssize_t mrl_ep_poll(struct mrl_cq *cq, void *buf, size_t count,
 	if (n != -FI_EAGAIN)
 		return poll_found(cq, ep, rail, n);
 	cq->out_left = 0;
+	cq->reading = false;
 	return -FI_EAGAIN;
 }
 
