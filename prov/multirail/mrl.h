@@ -447,6 +447,13 @@ static inline void mrl_cq_out_begin(struct mrl_cq *cq, char *buf,
 	cq->reading = true;
 }
 
+/* The read is over: completions go to the ring again. */
+static inline void mrl_cq_out_stop(struct mrl_cq *cq)
+{
+	cq->out_left = 0;
+	cq->reading = false;
+}
+
 /*
  * The read of count entries ends: how many progress wrote, else an error
  * waiting (-FI_EAVAIL) or nothing (-FI_EAGAIN).
@@ -455,8 +462,7 @@ static inline ssize_t mrl_cq_out_end(struct mrl_cq *cq, size_t count)
 {
 	size_t n = count - cq->out_left;
 
-	cq->out_left = 0;
-	cq->reading = false;
+	mrl_cq_out_stop(cq);
 	if (n)
 		return (ssize_t) n;
 	return mrl_list_empty(&cq->errs) ? -FI_EAGAIN : -FI_EAVAIL;

@@ -554,8 +554,7 @@ ssize_t mrl_ep_poll(struct mrl_cq *cq, void *buf, size_t count,
 	n = read_core(ep, rail, ep->poll_e, ep->poll_src);
 	if (n != -FI_EAGAIN)
 		return poll_found(cq, ep, rail, n);
-	cq->out_left = 0;
-	cq->reading = false;
+	mrl_cq_out_stop(cq);
 	return -FI_EAGAIN;
 }
 

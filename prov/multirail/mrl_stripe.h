@@ -298,8 +298,8 @@ static inline void mrl_op_clean(struct mrl_op *op)
  * turn it is (no loop over the rails, as the general way's least loaded),
  * or the one rail of a mask of one, up to its depth.  The op, clean (see
  * mrl_op_clean), is set as mrl_op_prepare would.  NULL when that rail has
- * no room, no chunk is
- * free or ops are queued before it: the op then goes the general way.  A
+ * no room, no chunk is free or ops are queued before it: the op then goes
+ * the general way.  A
  * rail's refusal in an earlier pass does not count here: this is a new
  * one.  Once the core took the chunk, mrl_engine_whole_posted; if it
  * refused, nothing was taken, and the general way retries it.
@@ -375,10 +375,7 @@ static inline struct mrl_op *mrl_engine_chunk_back(struct mrl_engine *eng,
 	rc->bytes_completed += chunk->len;
 	chunk->in_flight = false;
 	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
-	if (!chunk->whole)
-		mrl_op_clean(op);	/* an op of the general way */
-	else
-		op->inflight = 0;
+	mrl_op_clean(op);	/* back to the pool as the fast path wants it */
 	return op;
 }
 
