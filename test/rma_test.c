@@ -1254,7 +1254,6 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 {
 	uint64_t *src = (uint64_t *) buf;
 	int *free_slots = malloc(window * sizeof(int)), nfree = window, s;
-	uint32_t *slot_op = calloc(window, sizeof(*slot_op));
 	size_t esz = format_size(init_format);
 	unsigned char e[32 * sizeof(struct fi_cq_tagged_entry)];
 	struct fi_multirail_rail_stats st;
@@ -1281,7 +1280,7 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 				break;
 			if (n)
 				die("turns: fi_write %zd", n);
-			slot_op[s] = posted++;
+			posted++;
 			nfree--;
 		}
 		n = fi_cq_read(cq, e, 32);
@@ -1326,7 +1325,6 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 		die("turns: the target found words missing");
 	printf("turns: %u writes, every word at the target\n", count);
 	free(free_slots);
-	free(slot_op);
 }
 
 /* -Y, target: progress until every word landed (transmit complete). */
@@ -1721,33 +1719,23 @@ int main(int argc, char **argv)
 	alarm(600);
 	setup(raw);
 	exchange_keys(raw);
-	if (turns_count) {
+	if (turns_count || stream_count) {	/* -Y, -X: one seed, one run */
 		if (pid) {
 			stream_seed = (uint64_t) rand() << 8 | 1;
 			xsend(&stream_seed, sizeof(stream_seed));
-			turns_initiator(turns_count, window, stream_seed);
+			if (turns_count)
+				turns_initiator(turns_count, window,
+						stream_seed);
+			else
+				stream_initiator(ops[0], stream_count,
+						 max_size, window, stream_seed);
 		} else {
 			xrecv(&stream_seed, sizeof(stream_seed));
-			turns_target(turns_count, stream_seed);
-		}
-		teardown();
-		if (pid && (waitpid(pid, &status, 0) != pid ||
-			    !WIFEXITED(status) || WEXITSTATUS(status)))
-			die("target failed");
-		if (pid)
-			printf("PASS\n");
-		return 0;
-	}
-	if (stream_count) {
-		if (pid) {
-			stream_seed = (uint64_t) rand() << 8 | 1;
-			xsend(&stream_seed, sizeof(stream_seed));
-			stream_initiator(ops[0], stream_count, max_size, window,
-					 stream_seed);
-		} else {
-			xrecv(&stream_seed, sizeof(stream_seed));
-			stream_target(ops[0], stream_count, max_size,
-				      stream_seed);
+			if (turns_count)
+				turns_target(turns_count, stream_seed);
+			else
+				stream_target(ops[0], stream_count, max_size,
+					      stream_seed);
 		}
 		teardown();
 		if (pid && (waitpid(pid, &status, 0) != pid ||

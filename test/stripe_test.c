@@ -136,6 +136,21 @@ static void setup(struct mrl_engine *eng, struct fake *f, int nrails,
 		abort();
 }
 
+/* An engine whose whole ops fill each rail to fill_chunks (or bytes). */
+static void setup_fill(struct mrl_engine *eng, struct fake *f, int nrails,
+		       uint32_t depth, uint32_t fill_chunks, size_t fill_bytes)
+{
+	struct mrl_engine_attr attr = {
+		.nrails = nrails, .max_chunks_per_rail = depth,
+		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
+		.fill_chunks = fill_chunks, .fill_bytes = fill_bytes,
+	};
+
+	memset(f, 0, sizeof(*f));
+	if (mrl_engine_init(eng, &attr, &fake_ops, f))
+		abort();
+}
+
 static void init_op(struct mrl_op *op, size_t len, uint64_t flags)
 {
 	memset(op, 0, sizeof(*op));
@@ -750,19 +765,12 @@ static int submit_whole(struct mrl_engine *eng, struct fake *f,
  */
 static void test_fill(void)
 {
-	struct mrl_engine_attr attr = {
-		.nrails = 4, .max_chunks_per_rail = 8,
-		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
-		.fill_chunks = 2, .fill_bytes = 1000,
-	};
 	struct mrl_op ops[16], queued;
 	struct mrl_engine eng;
 	struct fake f;
 	int i, ret;
 
-	memset(&f, 0, sizeof(f));
-	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
-		abort();
+	setup_fill(&eng, &f, 4, 8, 2, 1000);
 	for (i = 0; i < 6; i++) {
 		ret = submit_whole(&eng, &f, &ops[i], 8, 0xf);
 		CHECK(!ret, "op %d: %d", i, ret);
@@ -839,11 +847,6 @@ static int post_fast(struct mrl_engine *eng, struct fake *f,
  */
 static void test_whole_fast_path(void)
 {
-	struct mrl_engine_attr attr = {
-		.nrails = 2, .max_chunks_per_rail = 4,
-		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
-		.fill_chunks = 2, .fill_bytes = 1 << 20,
-	};
 	static const int want[] = { 0, 0, 1, 1, 0, 1, 1, -1, 0, -1 };
 	static const uint32_t mask[] = { 3, 3, 3, 3, 3, 3, 2, 2, 3, 3 };
 	struct mrl_op ops[12], queued;
@@ -851,9 +854,7 @@ static void test_whole_fast_path(void)
 	struct fake f;
 	int i, n = 0, rail;
 
-	memset(&f, 0, sizeof(f));
-	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
-		abort();
+	setup_fill(&eng, &f, 2, 4, 2, 1 << 20);
 	/* fill 2 a rail, then turns; a one-rail mask up to the depth of 4 */
 	for (i = 0; i < 10; i++) {
 		rail = post_fast(&eng, &f, &ops[n], 64, mask[i]);
@@ -921,20 +922,13 @@ static void test_whole_fast_path(void)
  */
 static void test_whole_reissued(void)
 {
-	struct mrl_engine_attr attr = {
-		.nrails = 2, .max_chunks_per_rail = 4,
-		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
-		.fill_chunks = 1, .fill_bytes = 1 << 20,
-	};
 	struct mrl_chunk *first;
 	struct mrl_engine eng;
 	struct mrl_op ops[2];
 	struct fake f;
 	int i, round;
 
-	memset(&f, 0, sizeof(f));
-	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
-		abort();
+	setup_fill(&eng, &f, 2, 4, 1, 1 << 20);
 	for (round = 0; round < 2; round++) {
 		struct mrl_op *op = &ops[round];
 
@@ -973,11 +967,6 @@ static void test_whole_reissued(void)
  */
 static void test_whole_batch_returned(void)
 {
-	struct mrl_engine_attr attr = {
-		.nrails = 2, .max_chunks_per_rail = 8,
-		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
-		.fill_chunks = 4, .fill_bytes = 1 << 20,
-	};
 	struct mrl_returns back = { 0, 0 };
 	struct mrl_chunk *c;
 	struct mrl_engine eng;
@@ -985,9 +974,7 @@ static void test_whole_batch_returned(void)
 	struct fake f;
 	int i, got = 0;
 
-	memset(&f, 0, sizeof(f));
-	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
-		abort();
+	setup_fill(&eng, &f, 2, 8, 4, 1 << 20);
 	for (i = 0; i < 4; i++)
 		CHECK(post_fast(&eng, &f, &ops[i], 100 + i, 0x1) == 0,
 		      "op %d not on rail 0", i);
