@@ -49,6 +49,11 @@ rma -o write -S 4194304 -W 4 -C -A
 # FI_THREAD_DOMAIN: the lean CQ read; a quiet target finds the CQ data of
 # every rail on the idle rail it reads
 rma -T -o writedata -X 1000 -S 65536 -W 16
+# rma.sh's -Y under this spelling: every word lands, every rail carries its
+# share (the test provider hands completions on in trickles, so it does not
+# fill the reader the way tcp does: rma.sh's runs are the ones that catch
+# rails read out of turn)
+rma -T -o write -Y 100000 -W 64
 # FI_THREAD_SAFE over 32-bit keys: threads share endpoints, CQs, and the
 # domain's key generation (concurrent registrations)
 run ./test/mt_test
