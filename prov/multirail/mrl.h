@@ -316,8 +316,12 @@ struct mrl_peer {
 	size_t addrlen;
 	struct mrl_key_entry *keys[MRL_KEY_BUCKETS];
 	/* the entry the last small op used: programs write to one target
-	 * key again and again (entries live as long as the peer) */
+	 * key again and again (entries live as long as the peer), and the
+	 * rails chosen for it from a buffer near hint_local.  A valid entry
+	 * stays valid; a change of nrails drops the hint. */
 	const struct mrl_key_entry *key_hint;
+	uint32_t hint_local;
+	uint32_t hint_rails;
 };
 
 struct mrl_ep;
@@ -740,18 +744,24 @@ static inline bool mrl_fence_owned_elsewhere(const struct mrl_ep *ep,
  * peer flushes the rail first.  False where another endpoint tracks it.
  * Every small write on a rail but 0 comes here: inline.
  */
-static inline bool mrl_fence_write_posted(struct mrl_ep *ep,
-					  struct mrl_peer *peer, int rail,
-					  uint64_t addr, uint64_t key)
+static inline void mrl_fence_mark(struct mrl_ep *ep, struct mrl_peer *peer,
+				  int rail, uint64_t addr, uint64_t key)
 {
 	struct mrl_peer_fence *f = &peer->fence;
 
-	if (mrl_fence_owned_elsewhere(ep, peer))
-		return false;
 	f->owner = ep;
 	f->dirty |= 1u << rail;
 	f->addr[rail] = addr;
 	f->key[rail] = key;
+}
+
+static inline bool mrl_fence_write_posted(struct mrl_ep *ep,
+					  struct mrl_peer *peer, int rail,
+					  uint64_t addr, uint64_t key)
+{
+	if (mrl_fence_owned_elsewhere(ep, peer))
+		return false;
+	mrl_fence_mark(ep, peer, rail, addr, key);
 	return true;
 }
 int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer);

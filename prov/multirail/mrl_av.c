@@ -241,6 +241,7 @@ static int take_full_addr(struct mrl_av *av, struct mrl_peer *peer,
 	peer->addrlen = len;
 	peer->peer_nrails = hdr->nrails;
 	peer->nrails = hdr->nrails < av->nrails ? hdr->nrails : av->nrails;
+	peer->key_hint = NULL;	/* its rails were for the old nrails */
 	ret = mrl_av_insert_core(av, peer, 1);
 	if (ret) {
 		peer->nrails = 1;
@@ -503,6 +504,7 @@ static void adopt_learned(struct mrl_av *av, struct mrl_peer *peer)
 		MRL_WARN(FI_LOG_AV, "could not reach a peer's other rails: "
 			 "ops to it stay on rail 0\n");
 		peer->nrails = 1;
+		peer->key_hint = NULL;
 	}
 }
 

@@ -555,14 +555,19 @@ const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 		return key0;
 	}
 	entry = peer->key_hint;
-	if (!entry || entry->key != key)
-		entry = mrl_ctrl_key_lookup(ep, peer, key);
+	if (entry && entry->key == key && peer->hint_local == local) {
+		*rails = peer->hint_rails;
+		return entry->keys;
+	}
+	entry = mrl_ctrl_key_lookup(ep, peer, key);
 	if (!entry || entry->state != MRL_KEY_VALID ||
 	    entry->nrails < peer->nrails)
 		return NULL;
 	peer->key_hint = entry;
-	*rails = mrl_sched_near(local, entry->near_mask,
-				mask_of(peer->nrails));
+	peer->hint_local = local;
+	peer->hint_rails = mrl_sched_near(local, entry->near_mask,
+					  mask_of(peer->nrails));
+	*rails = peer->hint_rails;
 	return entry->keys;
 }
 
@@ -618,7 +623,7 @@ static inline __attribute__((always_inline))
 int rma_whole(struct mrl_ep *ep, const struct one_args *a)
 {
 	const struct mrl_mr *mr = a->desc;
-	uint64_t flags = a->flags | ep->tx_op_flags, key0;
+	uint64_t flags = a->flags | ep->tx_op_flags;
 	const uint64_t *keyv;
 	struct mrl_rma_req *req = ep->rma_free;
 	struct mrl_chunk *chunk;
@@ -633,7 +638,9 @@ int rma_whole(struct mrl_ep *ep, const struct one_args *a)
 	peer = mrl_av_peer(ep->av, a->addr);
 	if (!peer || peer->partial || peer->rails_down)
 		return 1;
-	keyv = whole_keys(ep, peer, a->key, &key0, mr, &rails);
+	/* rail 0's key alone goes to the request's own keys[] */
+	keyv = whole_keys(ep, peer, a->key, slot_of(&req->op)->keys, mr,
+			  &rails);
 	if (!keyv)
 		return 1;
 	if (ep->ctrl_ep || (rails & ~peer->rails_up & ~1u))
@@ -661,14 +668,13 @@ int rma_whole(struct mrl_ep *ep, const struct one_args *a)
 	mrl_engine_whole_posted(&ep->engine, chunk);
 	/* for a post again elsewhere (every rail's key: never widened) */
 	slot_of(op)->key = a->key;
-	slot_of(op)->keyv = keyv == &key0 ? slot_of(op)->keys : keyv;
-	slot_of(op)->keys[0] = key0;
+	slot_of(op)->keyv = keyv;
 	slot_of(op)->key_rails = peer->nrails;
 	if (peer->refused_rails)
 		peer->refused_rails &= ~(1u << chunk->rail);
-	if (a->kind == MRL_OP_WRITE && chunk->rail)
-		mrl_fence_write_posted(ep, peer, chunk->rail, op->raddr,
-				       keyv[chunk->rail]);
+	if (a->kind == MRL_OP_WRITE && chunk->rail)	/* ours: see above */
+		mrl_fence_mark(ep, peer, chunk->rail, op->raddr,
+			       keyv[chunk->rail]);
 	return 0;
 }
 

@@ -26,7 +26,6 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	eng->ops = ops;
 	eng->owner = owner;
 	mrl_list_init(&eng->pending);
-	mrl_list_init(&eng->free_chunks);
 	mrl_list_init(&eng->abandoned);
 
 	/*
@@ -38,8 +37,10 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	eng->chunk_pool = calloc(eng->pool_size, sizeof(*eng->chunk_pool));
 	if (!eng->chunk_pool)
 		return -FI_ENOMEM;
-	for (i = 0; i < eng->pool_size; i++)
-		mrl_list_add_tail(&eng->free_chunks, &eng->chunk_pool[i].link);
+	for (i = eng->pool_size; i-- > 0;) {	/* the pool's start on top */
+		mrl_list_init(&eng->chunk_pool[i].link);
+		mrl_chunk_push(eng, &eng->chunk_pool[i]);
+	}
 	return 0;
 }
 
@@ -166,7 +167,7 @@ static void finish_op(struct mrl_engine *eng, struct mrl_op *op)
 	while (!mrl_list_empty(&op->redo)) {	/* an op that failed */
 		chunk = mrl_first_chunk(&op->redo);
 		mrl_list_del(&chunk->link);
-		mrl_list_add_tail(&eng->free_chunks, &chunk->link);
+		mrl_chunk_push(eng, chunk);
 	}
 	mrl_list_del(&op->link);
 	err = op->err;
@@ -208,6 +209,7 @@ static int post_chunk(struct mrl_engine *eng, struct mrl_op *op,
 			op->err = ret;
 			return ret;
 		}
+		mrl_list_del(&chunk->link);	/* a redo chunk leaves its list */
 		mrl_rail_take(eng, chunk);
 		return 0;
 	}
@@ -217,18 +219,21 @@ static int post_chunk(struct mrl_engine *eng, struct mrl_op *op,
 static int post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
 		    size_t len, bool final)
 {
-	struct mrl_chunk *chunk;
+	struct mrl_chunk *chunk = mrl_chunk_pop(eng);
+	int ret;
 
-	if (mrl_list_empty(&eng->free_chunks))
+	if (!chunk)
 		return -FI_EAGAIN;
-	chunk = mrl_first_chunk(&eng->free_chunks);
 	chunk->op = op;
 	chunk->offset = off;
 	chunk->len = len;
 	chunk->final = final;
 	chunk->orphan = false;
 	chunk->whole = false;
-	return post_chunk(eng, op, chunk);
+	ret = post_chunk(eng, op, chunk);
+	if (ret)
+		mrl_chunk_push(eng, chunk);	/* not taken */
+	return ret;
 }
 
 /* Post what the op's rails accept; true when nothing is left to post. */
@@ -317,7 +322,7 @@ void mrl_engine_chunk_done_any(struct mrl_engine *eng,
 	if (!op) {			/* abandoned: only its memory was kept */
 		chunk->in_flight = false;
 		mrl_list_del(&chunk->link);
-		mrl_list_add_tail(&eng->free_chunks, &chunk->link);
+		mrl_chunk_push(eng, chunk);
 		return;
 	}
 	rail_left = !(op->rail_mask & (1u << chunk->rail));
@@ -341,7 +346,7 @@ void mrl_engine_chunk_done_any(struct mrl_engine *eng,
 	} else if (err && !op->err) {
 		op->err = err;
 	}
-	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
+	mrl_chunk_push(eng, chunk);
 	if (op_finished(op))
 		finish_op(eng, op);
 }
@@ -374,10 +379,9 @@ int mrl_engine_reissue(struct mrl_engine *eng, int rail)
 		if (chunk->orphan || carries_data(chunk) || op->err ||
 		    (op->rail_mask & (1u << rail)) || !op->rail_mask)
 			continue;
-		if (mrl_list_empty(&eng->free_chunks))
+		copy = mrl_chunk_pop(eng);
+		if (!copy)
 			break;
-		copy = mrl_first_chunk(&eng->free_chunks);
-		mrl_list_del(&copy->link);
 		copy->op = op;
 		copy->offset = chunk->offset;
 		copy->len = chunk->len;

@@ -93,8 +93,9 @@ struct mrl_chunk {
 	bool whole;			/* its op's one chunk, from the fast
 					 * path, untouched since: its return
 					 * finishes the op */
-	struct mrl_list link;		/* free list, its op's redo list or
-					 * the abandoned list; in flight: none */
+	struct mrl_list link;		/* its op's redo list or the abandoned
+					 * list; else none (self-linked) */
+	struct mrl_chunk *next_free;	/* the engine's free stack */
 };
 
 struct mrl_op {
@@ -167,7 +168,8 @@ struct mrl_engine {
 	uint32_t fill_chunks;		/* ops sent whole fill one rail to */
 	size_t fill_bytes;		/* this level before the next */
 	struct mrl_list pending;	/* ops with chunks still to post */
-	struct mrl_list free_chunks;
+	struct mrl_chunk *free_top;	/* free chunks, last freed first (its
+					 * memory is the warmest) */
 	struct mrl_list abandoned;	/* chunks of ops failed while the core
 					 * held them: free when it returns them */
 	struct mrl_chunk *chunk_pool;
@@ -217,6 +219,23 @@ static inline struct mrl_chunk *mrl_first_chunk(struct mrl_list *l)
 	return mrl_container_of(l->next, struct mrl_chunk, link);
 }
 
+/* A free chunk's link is self-linked: it leaves no list when taken. */
+static inline struct mrl_chunk *mrl_chunk_pop(struct mrl_engine *eng)
+{
+	struct mrl_chunk *chunk = eng->free_top;
+
+	if (chunk)
+		eng->free_top = chunk->next_free;
+	return chunk;
+}
+
+static inline void mrl_chunk_push(struct mrl_engine *eng,
+				  struct mrl_chunk *chunk)
+{
+	chunk->next_free = eng->free_top;
+	eng->free_top = chunk;
+}
+
 /* The rail's credit moved: is it at its fill level now? */
 static inline void mrl_rail_level(struct mrl_engine *eng, int rail)
 {
@@ -246,7 +265,6 @@ static inline void mrl_rail_take(struct mrl_engine *eng,
 {
 	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
 
-	mrl_list_del(&chunk->link);
 	chunk->in_flight = true;
 	eng->busy |= 1u << chunk->rail;
 	rc->inflight++;
@@ -316,8 +334,8 @@ mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
 	if (!open)
 		open = rail_mask & (rail_mask - 1) ?
 		       rail_mask & (1u << eng->next_rail) : rail_mask;
-	if (!open || !mrl_list_empty(&eng->pending) ||
-	    mrl_list_empty(&eng->free_chunks))
+	chunk = eng->free_top;	/* taken in mrl_engine_whole_posted */
+	if (!open || !chunk || !mrl_list_empty(&eng->pending))
 		return NULL;
 	rail = __builtin_ctz(open);
 	if (rail >= eng->nrails || !mrl_rail_has_room(eng, rail, op, op->len))
@@ -326,7 +344,6 @@ mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
 		eng->next_rail = rail + 1 < eng->nrails ? rail + 1 : 0;
 	op->rail_mask = rail_mask;
 	op->chunk_size = op->len;
-	chunk = mrl_first_chunk(&eng->free_chunks);
 	chunk->op = op;
 	chunk->offset = 0;
 	chunk->len = op->len;
@@ -337,9 +354,11 @@ mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
 	return chunk;
 }
 
+/* Nothing took or freed a chunk since mrl_engine_whole_start: still on top. */
 static inline void mrl_engine_whole_posted(struct mrl_engine *eng,
 					   struct mrl_chunk *chunk)
 {
+	eng->free_top = chunk->next_free;
 	mrl_rail_take(eng, chunk);
 }
 
@@ -374,7 +393,7 @@ static inline struct mrl_op *mrl_engine_chunk_back(struct mrl_engine *eng,
 	rc->completions++;
 	rc->bytes_completed += chunk->len;
 	chunk->in_flight = false;
-	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
+	mrl_chunk_push(eng, chunk);
 	mrl_op_clean(op);	/* back to the pool as the fast path wants it */
 	return op;
 }
@@ -404,7 +423,7 @@ static inline struct mrl_op *mrl_engine_whole_back(struct mrl_engine *eng,
 	back->bytes += chunk->len;
 	op->inflight = 0;
 	chunk->in_flight = false;
-	mrl_list_add_tail(&eng->free_chunks, &chunk->link);
+	mrl_chunk_push(eng, chunk);
 	return op;
 }
 
