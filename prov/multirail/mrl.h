@@ -607,6 +607,8 @@ struct mrl_ep {
 	struct mrl_av *av;
 	struct mrl_cq *tx_cq, *rx_cq;
 	uint64_t tx_cq_flags, rx_cq_flags;	/* FI_SELECTIVE_COMPLETION */
+	bool rma_cq_only;		/* an RMA op's completion is a tx CQ
+					 * entry, no counter (mrl_rma_done) */
 	struct mrl_cntr *cntr_write, *cntr_read, *cntr_send, *cntr_recv;
 	struct mrl_cntr *cntr_rwrite, *cntr_rread;
 	uint64_t tx_op_flags, rx_op_flags;
@@ -840,7 +842,10 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 	bool read = op->kind == MRL_OP_READ;
 	uint64_t flags = FI_RMA | (read ? FI_READ : FI_WRITE);
 
-	if (err) {
+	if (!err && ep->rma_cq_only) {
+		mrl_cq_write(ep->tx_cq, op->context, flags, op->len, NULL, 0, 0,
+			     FI_ADDR_NOTAVAIL);
+	} else if (err) {
 		mrl_ep_report_err(ep, ep->tx_cq, op->context, flags, err, 0);
 	} else {
 		mrl_cntr_inc(read ? ep->cntr_read : ep->cntr_write);

@@ -41,6 +41,14 @@ static int bind_av(struct mrl_ep *ep, struct mrl_av *av)
 	return 0;
 }
 
+/* What an RMA op's completion is: see mrl_rma_done. */
+static void note_rma_completion(struct mrl_ep *ep)
+{
+	ep->rma_cq_only = ep->tx_cq &&
+			  !(ep->tx_cq_flags & FI_SELECTIVE_COMPLETION) &&
+			  !ep->cntr_write && !ep->cntr_read;
+}
+
 static int bind_cq(struct mrl_ep *ep, struct mrl_cq *cq, uint64_t flags)
 {
 	int ret;
@@ -61,6 +69,7 @@ static int bind_cq(struct mrl_ep *ep, struct mrl_cq *cq, uint64_t flags)
 		ep->rx_cq = cq;
 		ep->rx_cq_flags = flags;
 	}
+	note_rma_completion(ep);
 	return 0;
 }
 
@@ -103,6 +112,7 @@ static int bind_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr, uint64_t flags)
 		ep->cntr_write = cntr;
 	if (flags & FI_READ)
 		ep->cntr_read = cntr;
+	note_rma_completion(ep);
 	if (flags & FI_SEND)
 		ep->cntr_send = cntr;
 	if (flags & FI_RECV)

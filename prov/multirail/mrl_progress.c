@@ -245,14 +245,18 @@ static inline struct mrl_chunk *whole_chunk(const struct fi_cq_tagged_entry *e)
 	return (struct mrl_chunk *) hdr;
 }
 
+static void drain_others(struct mrl_ep *ep);
+
 /*
  * A batch of rail's completions handed on in order.  The whole chunks'
  * ops complete as they come; their rail's credit comes back once, before
- * any other entry (which may read or move it) and at the end.
+ * any other entry (which may read or move it) and at the end.  With
+ * msg_last (rail 0's batches), a message waits for every other rail: see
+ * rail0_batches.
  */
 static void dispatch_all(struct mrl_ep *ep, int rail,
 			 struct fi_cq_tagged_entry *e, fi_addr_t *src,
-			 ssize_t n)
+			 ssize_t n, bool msg_last)
 {
 	struct mrl_returns back = { 0, 0 };
 	bool with_src = reads_src(ep, rail);
@@ -268,6 +272,10 @@ static void dispatch_all(struct mrl_ep *ep, int rail,
 			continue;
 		}
 		mrl_engine_returned(&ep->engine, rail, &back);
+		if (msg_last && (e[i].flags & FI_RECV)) {
+			drain_others(ep);
+			msg_last = false;
+		}
 		dispatch(ep, rail, &e[i], with_src ? src[i] : FI_ADDR_NOTAVAIL,
 			 0, NULL);
 	}
@@ -283,7 +291,7 @@ static void progress_rail(struct mrl_ep *ep, int rail, bool drain)
 
 	while (rounds--) {
 		n = read_rail(ep, rail, e, src);
-		dispatch_all(ep, rail, e, src, n);
+		dispatch_all(ep, rail, e, src, n, false);
 		if (!read_on(ep, n, drain))
 			return;
 	}
@@ -345,17 +353,6 @@ static inline uint32_t rails_due(struct mrl_ep *ep)
 	return due;
 }
 
-/* A message in rail 0's batch: see rail0_batches. */
-static bool has_message(const struct fi_cq_tagged_entry *e, ssize_t n)
-{
-	ssize_t i;
-
-	for (i = 0; i < n; i++)
-		if (e[i].flags & FI_RECV)
-			return true;
-	return false;
-}
-
 /* Every other rail to the end, before a message on rail 0: see below. */
 static void drain_others(struct mrl_ep *ep)
 {
@@ -371,9 +368,10 @@ static void drain_others(struct mrl_ep *ep)
  * (mrl_fence.c): their remote CQ data was in those rails' core CQs before
  * the message was in rail 0's.  So when rail 0's batch holds a message,
  * every other rail is read to the end (as far as MRL_CQ_ROUNDS goes) and
- * handed on first, whether or not the reader takes it all, and only then
- * rail 0's batch: the user sees the data before the message, also where
- * the core progresses on its own between our reads.
+ * handed on before the message, whether or not the reader takes it all:
+ * the user sees the data before the message, also where the core
+ * progresses on its own between our reads.  (The batch's entries before
+ * the message, rail 0's own, may go first.)
  */
 static void rail0_batches(struct mrl_ep *ep, struct fi_cq_tagged_entry *e,
 			  fi_addr_t *src, ssize_t n)
@@ -381,9 +379,7 @@ static void rail0_batches(struct mrl_ep *ep, struct fi_cq_tagged_entry *e,
 	int rounds = MRL_CQ_ROUNDS;
 
 	for (;;) {
-		if (n > 0 && has_message(e, n))
-			drain_others(ep);
-		dispatch_all(ep, 0, e, src, n);
+		dispatch_all(ep, 0, e, src, n, true);
 		if (!read_on(ep, n, false) || !--rounds)
 			return;
 		n = read_rail(ep, 0, e, src);
@@ -431,7 +427,7 @@ rail_batches(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 		rail0_batches(ep, e, src, n);
 		return;
 	}
-	dispatch_all(ep, rail, e, src, n);
+	dispatch_all(ep, rail, e, src, n, false);
 	if (read_on(ep, n, false))
 		progress_rail(ep, rail, false);
 }
