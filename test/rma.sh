@@ -37,6 +37,12 @@ FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -T -o writedata -X 2000 -S 65536 -W 16
 for t in -T ""; do
 	FI_MULTIRAIL_RAILS=lo,lo,lo,lo run $t -o write -Y 200000 -W 64
 done
+# the small ops' completions as the endpoint's bindings ask: a counter of
+# writes and reads (every op counted), FI_SELECTIVE_COMPLETION (entries for
+# the ops that ask alone), and both; every word checked
+for z in c s cs; do
+	FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -T -o write -Y 20000 -W 64 -Z $z
+done
 # names exchanged in FI_NAME_MAX bytes, as Open MPI does: rail 0's address
 # alone, the other rails learned in a HELLO; every rail must still carry
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo FI_MULTIRAIL_STRIPE_MIN=2048 \

@@ -37,6 +37,12 @@
  *            the reader's buffer, so progress must read the rails in
  *            turns; every word checked at the target, and every rail
  *            must have carried ops and had them all completed)
+ *            [-Z c|s|cs] (with -Y: c, a counter of writes and reads
+ *            bound: it counts every op, and the words are read back
+ *            too and checked; s, the CQ bound with
+ *            FI_SELECTIVE_COMPLETION: even ops fi_write (fi_read),
+ *            odd ones fi_writemsg (fi_readmsg) with FI_COMPLETION, and
+ *            the CQ must hold exactly the odd ones; every entry once)
  *            [-K] (the target is killed with SIGKILL after one op: every
  *            write posted before and after must complete, with an error
  *            once the death is seen, or be refused, within a bound)
@@ -77,7 +83,10 @@ static struct fid_fabric *fabric;
 static struct fid_domain *domain;
 static struct fid_av *av;
 static struct fid_ep *ep;
-static struct fid_cq *cq;
+static struct fid_cq *cq, *rx_cq;	/* rx_cq: -Z's initiator */
+static struct fid_cntr *cntr;		/* -Z's initiator */
+static int selective;			/* -Z */
+static int selective_cq, selective_cntr;	/* -Z s, -Z c */
 static struct fid_mr *mr, *cmr;
 static char cbuf[64];
 static char rctx, sctx;
@@ -225,7 +234,20 @@ static void setup(int raw)
 	CHK(fi_cq_open(domain, &cq_attr, &cq, NULL));
 	CHK(fi_endpoint(domain, info, &ep, NULL));
 	CHK(fi_ep_bind(ep, &av->fid, 0));
-	CHK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+	if (selective && !strcmp(role, "initiator")) {
+		struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP };
+
+		CHK(fi_cq_open(domain, &cq_attr, &rx_cq, NULL));
+		CHK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT |
+			       (selective_cq ? FI_SELECTIVE_COMPLETION : 0)));
+		CHK(fi_ep_bind(ep, &rx_cq->fid, FI_RECV));
+		if (selective_cntr) {
+			CHK(fi_cntr_open(domain, &cntr_attr, &cntr, NULL));
+			CHK(fi_ep_bind(ep, &cntr->fid, FI_WRITE | FI_READ));
+		}
+	} else {
+		CHK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+	}
 	CHK(fi_enable(ep));
 	if (!getenv("MRL_TEST_PROV"))
 		CHK(fi_open_ops(&ep->fid, FI_MULTIRAIL_EP_OPS, 0,
@@ -1147,6 +1169,10 @@ static void teardown(void)
 	fi_close(&cmr->fid);
 	fi_close(&av->fid);
 	fi_close(&cq->fid);
+	if (rx_cq)
+		fi_close(&rx_cq->fid);
+	if (cntr)
+		fi_close(&cntr->fid);
 	fi_close(&domain->fid);
 	fi_close(&fabric->fid);
 	fi_freeinfo(info);
@@ -1325,6 +1351,140 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 		die("turns: the target found words missing");
 	printf("turns: %u writes, every word at the target\n", count);
 	free(free_slots);
+}
+
+/* -Z: op i of -Y's words, fi_write or fi_read (even i, or every i
+ * without "s"), else the msg form with FI_COMPLETION; its context is its
+ * local word. */
+static ssize_t selective_post(int read, uint64_t *src, uint32_t i)
+{
+	struct iovec iov = { &src[i], 8 };
+	void *desc = fi_mr_desc(mr);
+	struct fi_rma_iov rma = { peer_addr + (uint64_t) i * 8, 8, peer_key };
+	struct fi_msg_rma msg = {
+		.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = peer,
+		.rma_iov = &rma, .rma_iov_count = 1, .context = &src[i],
+	};
+
+	if (!(i & 1) || !selective_cq)
+		return read ? fi_read(ep, &src[i], 8, desc, peer, rma.addr,
+				      peer_key, &src[i]) :
+			      fi_write(ep, &src[i], 8, desc, peer, rma.addr,
+				       peer_key, &src[i]);
+	return read ? fi_readmsg(ep, &msg, FI_COMPLETION) :
+		      fi_writemsg(ep, &msg, FI_COMPLETION);
+}
+
+/* -Z: the CQ's entries so far; each must be an op's that asked for one
+ * (odd ones only with "s"), seen once. */
+static void selective_reap(uint64_t *src, uint32_t count, char *seen,
+			   uint32_t *entries)
+{
+	size_t esz = format_size(init_format);
+	unsigned char e[32 * sizeof(struct fi_cq_tagged_entry)];
+	ssize_t n, k;
+
+	n = fi_cq_read(cq, e, 32);
+	if (n == -FI_EAGAIN)
+		return;
+	if (n < 0)
+		die("selective: fi_cq_read %zd", n);
+	for (k = 0; k < n; k++) {
+		uint64_t *c = ((struct fi_cq_entry *)
+			       (e + (size_t) k * esz))->op_context;
+		size_t i = (size_t) (c - src);
+
+		if (c < src || i >= count || (selective_cq && !(i & 1)) ||
+		    seen[i]++)
+			die("selective: entry for op %zd (%s)",
+			    c < src ? (ssize_t) -1 : (ssize_t) i,
+			    c < src || i >= count ? "unknown" :
+			    selective_cq && !(i & 1) ?
+			    "posted without FI_COMPLETION" : "twice");
+	}
+	*entries += (uint32_t) n;
+}
+
+/*
+ * -Z: ops 0 .. count of one kind, window in flight as the counter (or,
+ * without one, the entries) tell; with "s" and no counter only the core's
+ * queue bounds them.  Then none more may come.
+ */
+static void selective_pass(int read, uint64_t *src, uint32_t count,
+			   int window, uint64_t base)
+{
+	uint32_t want = selective_cq ? count / 2 : count;
+	uint32_t posted = 0, entries = 0, done;
+	char *seen = calloc(count, 1);
+	double end = now() + TIMEOUT_S;
+	ssize_t n;
+
+	if (!seen)
+		die("calloc");
+	for (;;) {
+		done = cntr ? (uint32_t) (fi_cntr_read(cntr) - base) :
+		       !selective_cq ? entries : 0;
+		if (posted == count && entries == want &&
+		    (!cntr || done == count))
+			break;
+		if (now() > end)
+			die("selective: %s: counter %u of %u, %u of %u "
+			    "entries", read ? "read" : "write", done, count,
+			    entries, want);
+		if (posted < count &&
+		    (posted - done < (uint32_t) window ||
+		     (selective_cq && !cntr))) {
+			n = selective_post(read, src, posted);
+			if (!n)
+				posted++;
+			else if (n != -FI_EAGAIN)
+				die("selective: post %zd", n);
+			if (!n)
+				continue;
+		}
+		selective_reap(src, count, seen, &entries);
+	}
+	for (n = 0; n < 1000; n++)	/* none more may come */
+		selective_reap(src, count, seen, &entries);
+	if (entries != want || (cntr && (fi_cntr_read(cntr) != base + count ||
+					 fi_cntr_readerr(cntr))))
+		die("selective: %s: %u entries, %u expected; counter %lu "
+		    "of %lu, %lu errors", read ? "read" : "write", entries,
+		    want, cntr ? (unsigned long) (fi_cntr_read(cntr) - base) :
+				 0UL, (unsigned long) count,
+		    cntr ? (unsigned long) fi_cntr_readerr(cntr) : 0UL);
+	free(seen);
+}
+
+/*
+ * -Y -Z, initiator: every word written, then (with a counter to tell when
+ * every read is done) read back over the poisoned source and checked;
+ * the target checks its words as for -Y.
+ */
+static void selective_initiator(uint32_t count, int window, uint64_t seed)
+{
+	uint64_t *src = (uint64_t *) buf;
+	uint32_t i;
+	char msg;
+
+	if (xrecv(&msg, 1) != 1 || msg != 'r')	/* the target poisoned */
+		die("selective: expected 'r'");
+	for (i = 0; i < count; i++)
+		src[i] = turns_word(seed, i);
+	selective_pass(0, src, count, window, 0);
+	if (cntr) {
+		memset(src, POISON, (size_t) count * 8);
+		selective_pass(1, src, count, window, count);
+		for (i = 0; i < count; i++)
+			if (src[i] != turns_word(seed, i))
+				die("selective: word %u read back wrong", i);
+	}
+	xsend("d", 1);
+	if (xrecv(&msg, 1) != 1 || msg != 'k')
+		die("selective: the target found words missing");
+	printf("selective (%s%s): %u writes%s, every word at the target%s\n",
+	       cntr ? "counter" : "", selective_cq ? " selective" : "", count,
+	       cntr ? " and reads" : "", cntr ? " and back" : "");
 }
 
 /* -Y, target: progress until every word landed (transmit complete). */
@@ -1610,7 +1770,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:Q:T")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:Z:Q:T")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -1664,6 +1824,11 @@ int main(int argc, char **argv)
 		case 'Y':
 			turns_count = strtoul(optarg, NULL, 0);
 			break;
+		case 'Z':
+			selective = 1;
+			selective_cq = !!strchr(optarg, 's');
+			selective_cntr = !!strchr(optarg, 'c');
+			break;
 		case 'H':
 			health_rail = atoi(optarg);
 			health_rejoin = !!strstr(optarg, ":rejoin");
@@ -1685,7 +1850,7 @@ int main(int argc, char **argv)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence]] [-K] [-X count] [-Q context|msg|data|tagged] [-T]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence]] [-K] [-X count] [-Y count [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
@@ -1703,6 +1868,8 @@ int main(int argc, char **argv)
 			    "most, -W at least");
 		buf_size = (size_t) turns_count * 8;
 	}
+	if (selective && !turns_count)
+		die("-Z goes with -Y");
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		die("socketpair");
 	srand(getpid());
@@ -1723,7 +1890,10 @@ int main(int argc, char **argv)
 		if (pid) {
 			stream_seed = (uint64_t) rand() << 8 | 1;
 			xsend(&stream_seed, sizeof(stream_seed));
-			if (turns_count)
+			if (selective)
+				selective_initiator(turns_count, window,
+						    stream_seed);
+			else if (turns_count)
 				turns_initiator(turns_count, window,
 						stream_seed);
 			else
