@@ -915,6 +915,86 @@ static void test_whole_fast_path(void)
 }
 
 /*
+ * Byte levels that adapt (mrl_engine_rail_read): a rail starts one step
+ * up, so whole ops of 4 KiB spread; reads that find completions raise a
+ * rail's level to fill_bytes, and whole ops then fill it first; a read of
+ * it, busy, that finds none halves the level, and the next op goes to the
+ * next rail until it drains below; levels stay within [1, fill_bytes].
+ * Without fill_adapt a level never moves.
+ */
+static void test_fill_adapt(void)
+{
+	struct mrl_engine_attr attr = {
+		.nrails = 4, .max_chunks_per_rail = 64,
+		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
+		.fill_chunks = 16, .fill_bytes = 65536, .fill_adapt = true,
+	};
+	struct mrl_op ops[24];
+	struct mrl_engine eng;
+	struct fake f;
+	int i, rail, n = 0;
+
+	memset(&f, 0, sizeof(f));
+	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
+		abort();
+	for (i = 0; i < 4; i++) {
+		rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
+		CHECK(rail == i, "start: op %d on rail %d", i, rail);
+	}
+	drain(&eng, &f, 7);
+	for (i = 0; i < MRL_FILL_STEPS; i++)
+		mrl_engine_rail_read(&eng, 0, 8);
+	CHECK(eng.rail[0].fill_bytes == 65536 &&
+	      eng.rail[1].fill_bytes < 4096,
+	      "%d reads with completions: levels %zu and %zu",
+	      MRL_FILL_STEPS, eng.rail[0].fill_bytes, eng.rail[1].fill_bytes);
+	mrl_engine_rail_read(&eng, 0, 8);
+	CHECK(eng.rail[0].fill_bytes == 65536, "above fill_bytes: %zu",
+	      eng.rail[0].fill_bytes);
+	n = 0;
+	for (i = 0; i < 16; i++) {
+		rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
+		CHECK(rail == 0, "earned: op %d on rail %d", i, rail);
+	}
+	CHECK(post_fast(&eng, &f, &ops[n++], 4096, 0xf) == 1,
+	      "rail 0 at 16 ops: rail %d", last_rail(&f));
+	/* 14 of rail 0's ops back, then a read that finds nothing: 8 KiB
+	 * left there is under 64 KiB, not under a level halved 3 times */
+	for (i = 0; i < 14; i++)
+		complete_at(&eng, &f, posted_on(&f, 0), 0);
+	for (i = 0; i < 3; i++)
+		mrl_engine_rail_read(&eng, 0, 0);
+	CHECK(eng.rail[0].fill_bytes == 8192 && (eng.full & 1),
+	      "3 empty reads: level %zu, full 0x%x", eng.rail[0].fill_bytes,
+	      eng.full);
+	rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
+	CHECK(rail == 2, "rail 0 held back (rail 1 full at its start "
+	      "level): op on rail %d", rail);
+	complete_at(&eng, &f, posted_on(&f, 0), 0);
+	rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
+	CHECK(rail == 0, "rail 0 under its level again: op on rail %d", rail);
+	for (i = 0; i < 40; i++)
+		mrl_engine_rail_read(&eng, 0, 0);
+	CHECK(eng.rail[0].fill_bytes == 1, "the floor: %zu",
+	      eng.rail[0].fill_bytes);
+	drain(&eng, &f, 8);
+	mrl_engine_fini(&eng);
+
+	attr.fill_adapt = false;
+	memset(&f, 0, sizeof(f));
+	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
+		abort();
+	mrl_engine_rail_read(&eng, 2, 0);
+	mrl_engine_rail_read(&eng, 3, 8);
+	CHECK(eng.rail[0].fill_bytes == 65536 &&
+	      eng.rail[2].fill_bytes == 65536 &&
+	      eng.rail[3].fill_bytes == 65536,
+	      "fixed levels moved: %zu %zu %zu", eng.rail[0].fill_bytes,
+	      eng.rail[2].fill_bytes, eng.rail[3].fill_bytes);
+	mrl_engine_fini(&eng);
+}
+
+/*
  * A fast-path op whose rail is taken from it while the core holds its
  * chunk: the chunk is copied to a rail it keeps, and then neither return
  * alone ends it early nor twice, in either order (the fast completion
@@ -1004,6 +1084,7 @@ int main(void)
 {
 	test_chunking();
 	test_fill();
+	test_fill_adapt();
 	test_whole_fast_path();
 	test_whole_reissued();
 	test_whole_batch_returned();

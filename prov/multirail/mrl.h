@@ -79,6 +79,7 @@ struct mrl_params {
 	size_t rail_bytes;	/* bytes in flight per rail */
 	int fill_ops;		/* small ops a rail takes before the next */
 	size_t fill_bytes;
+	int fill_adapt;		/* rails earn their byte level */
 	char *policy;
 	char *topo_xml;		/* hwloc XML instead of this host */
 	int rails_per_gpu;	/* 0: every rail of the closest class */

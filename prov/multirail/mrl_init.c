@@ -890,7 +890,12 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	  "up to this many in flight before the next rail takes any (fewer "
 	  "rails to poll, less CPU per op); 1 spreads them" },
 	{ "fill_bytes", FI_PARAM_SIZE_T, &mrl_params.fill_bytes,
-	  32 * 1024, 1, "And up to this many bytes in flight" },
+	  64 * 1024, 1, "And up to this many bytes in flight" },
+	{ "fill_adapt", FI_PARAM_INT, &mrl_params.fill_adapt, 1, 0,
+	  "1: each rail earns its byte level (up to fill_bytes) by keeping "
+	  "up with the reader, and a rail whose reads come back empty while "
+	  "it holds ops gives the next ones to the other rails; 0: every "
+	  "rail's level is fill_bytes" },
 	{ "policy", FI_PARAM_STRING, &mrl_params.policy, 0, 0,
 	  "auto (small ops fill a rail, then the next; large ops split), "
 	  "split (every op over all rails) or roundrobin (whole ops "

@@ -227,11 +227,17 @@ static inline ssize_t read_outcome(struct mrl_ep *ep, int rail, ssize_t n)
 	return n > 0 ? n : 0;
 }
 
+/* A busy read: what it found tells the engine who the limit is. */
 static inline __attribute__((always_inline))
 ssize_t read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 		  fi_addr_t *src)
 {
-	return read_outcome(ep, rail, read_core(ep, rail, e, src));
+	bool busy = ep->engine.busy & (1u << rail);
+	ssize_t n = read_outcome(ep, rail, read_core(ep, rail, e, src));
+
+	if (busy)
+		mrl_engine_rail_read(&ep->engine, rail, (size_t) n);
+	return n;
 }
 
 /* The fast path's chunk, back fine: nearly every entry of a busy rail. */

@@ -69,6 +69,7 @@ int mrl_rma_init(struct mrl_ep *ep)
 		.final_size = MRL_CHUNK_ALIGN,	/* writedata's last chunk */
 		.fill_chunks = mrl_params.fill_ops,
 		.fill_bytes = mrl_params.fill_bytes,
+		.fill_adapt = mrl_params.fill_adapt,
 	};
 	struct rma_slot *slots;
 	size_t i, n = ep->domain->rails[0].info->tx_attr->size;

@@ -140,6 +140,8 @@ struct mrl_op {
 struct mrl_rail_credit {
 	uint32_t inflight;
 	size_t inflight_bytes;
+	size_t fill_bytes;		/* its byte level: see
+					 * mrl_engine_rail_read */
 	uint64_t chunks_posted;
 	uint64_t bytes_posted;
 	uint64_t bytes_completed;
@@ -166,7 +168,10 @@ struct mrl_engine {
 	uint32_t busy;			/* rails with a chunk in flight */
 	uint32_t full;			/* rails at their fill level: */
 	uint32_t fill_chunks;		/* ops sent whole fill one rail to */
-	size_t fill_bytes;		/* this level before the next */
+	size_t fill_bytes;		/* this level before the next (bytes:
+					 * the most a rail may earn) */
+	size_t fill_floor;		/* the least: 1, or fill_bytes where
+					 * levels do not adapt */
 	struct mrl_list pending;	/* ops with chunks still to post */
 	struct mrl_chunk *free_top;	/* free chunks, last freed first (its
 					 * memory is the warmest) */
@@ -186,6 +191,8 @@ struct mrl_engine_attr {
 	uint32_t fill_chunks;		/* 0: no fill level, whole ops go
 					 * to the least loaded rail */
 	size_t fill_bytes;		/* 0: no byte level */
+	bool fill_adapt;		/* each rail earns its byte level:
+					 * mrl_engine_rail_read */
 };
 
 int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
@@ -242,7 +249,7 @@ static inline void mrl_rail_level(struct mrl_engine *eng, int rail)
 	const struct mrl_rail_credit *rc = &eng->rail[rail];
 
 	if (rc->inflight >= eng->fill_chunks ||
-	    rc->inflight_bytes >= eng->fill_bytes)
+	    rc->inflight_bytes >= rc->fill_bytes)
 		eng->full |= 1u << rail;
 	else
 		eng->full &= ~(1u << rail);
@@ -444,6 +451,43 @@ static inline void mrl_engine_returned(struct mrl_engine *eng, int rail,
 	mrl_rail_level(eng, rail);
 	back->chunks = 0;
 	back->bytes = 0;
+}
+
+/*
+ * The rail layer read rail's completions while chunks were in flight
+ * there, and found n.  Where the reader is the limit (CPU), completions
+ * wait for every read: a rail keeps its byte level, whole ops fill few
+ * rails and each read reaps many.  Where the rail is (its link), reads
+ * come back empty: each halves the rail's byte level, down to fill_floor,
+ * and the next whole ops go to the other rails; each read that finds some
+ * takes a step back up, to fill_bytes.  Adapting (fill_adapt), a rail
+ * starts one step up: it earns its level by keeping up.  Over a kernel
+ * socket (tcp) this matters twice: a rail given more than its link takes
+ * queues in the kernel, which then spends more per byte, and the reader,
+ * slowed, no longer finds a read empty; starting low, the rails that
+ * keep up are the ones that fill.
+ */
+#define MRL_FILL_STEPS	64	/* steps from nothing to fill_bytes */
+
+static inline void mrl_engine_rail_read(struct mrl_engine *eng, int rail,
+					size_t n)
+{
+	struct mrl_rail_credit *rc = &eng->rail[rail];
+
+	if (n) {
+		if (rc->fill_bytes >= eng->fill_bytes)
+			return;		/* the reader is the limit: as ever */
+		rc->fill_bytes += eng->fill_bytes / MRL_FILL_STEPS + 1;
+		if (rc->fill_bytes > eng->fill_bytes)
+			rc->fill_bytes = eng->fill_bytes;
+	} else {
+		if (rc->fill_bytes <= eng->fill_floor)
+			return;
+		rc->fill_bytes /= 2;
+		if (rc->fill_bytes < eng->fill_floor)
+			rc->fill_bytes = eng->fill_floor;
+	}
+	mrl_rail_level(eng, rail);
 }
 
 /* A chunk completed (err 0) or failed; may finish its op. */
