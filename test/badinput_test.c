@@ -19,7 +19,9 @@
  *   - an op over max_msg_size, a remote iov shorter than the local data,
  *     iov_limit + 1 local iovs, rma_iov_limit + 1 remote iovs, a NULL desc
  *     when FI_MR_LOCAL is required, NULL iov arrays (in a child process);
- *   - fi_mr_reg of 0 bytes or of a NULL buffer: reported, not judged.
+ *   - fi_mr_reg of 0 bytes or of a NULL buffer: reported, not judged;
+ *   - fi_write, fi_writedata, fi_read on an endpoint bound but not
+ *     enabled: -FI_EOPBADSTATE.
  * No stray completion may follow a refused call, a valid fi_write of random
  * bytes into a poisoned buffer must land intact before and after the bad
  * cases, and every fi_close must return 0.  Prints one line per case,
@@ -650,6 +652,35 @@ static void close_unbound_ep(void)
 	ok("close an endpoint never bound to an AV", 0);
 }
 
+/* An endpoint not enabled: -FI_EOPBADSTATE, as libfabric's providers
+ * answer, and nothing reaches the CQ. */
+static void expect_badstate(const char *what, ssize_t ret)
+{
+	expect_neg(what, ret);
+	if (ret != -FI_EOPBADSTATE)
+		die("%s: %zd, -FI_EOPBADSTATE was due", what, ret);
+}
+
+/* Before fi_enable the small ops' fast path has nothing to post with;
+ * the general way refuses the calls. */
+static void ops_before_enable(void)
+{
+	struct fid_ep *lone;
+	char *src = buf;
+
+	CHK(fi_endpoint(domain, info, &lone, NULL));
+	CHK(fi_ep_bind(lone, &av->fid, 0));
+	CHK(fi_ep_bind(lone, &cq->fid, FI_TRANSMIT | FI_RECV));
+	expect_badstate("fi_write before fi_enable",
+			fi_write(lone, src, 8, desc, 0, raddr, key, &ctx));
+	expect_badstate("fi_writedata before fi_enable",
+			fi_writedata(lone, src, 8, desc, 7, 0, raddr, key,
+				     &ctx));
+	expect_badstate("fi_read before fi_enable",
+			fi_read(lone, src, 8, desc, 0, raddr, key, &ctx));
+	CHK(fi_close(&lone->fid));
+}
+
 static void unknown_addr(void)
 {
 	char *src = buf;
@@ -1079,6 +1110,7 @@ int main(void)
 	eq_sread();
 	size_left();
 	close_unbound_ep();
+	ops_before_enable();
 	close_all();
 	printf("PASS\n");
 	return 0;

@@ -80,6 +80,10 @@ int mrl_rma_init(struct mrl_ep *ep)
 	ret = mrl_engine_init(&ep->engine, &attr, &engine_ops, ep);
 	if (ret)
 		return ret;
+	/* a chunk's context says so for good: the core uses only its
+	 * fi_context2, and nothing else writes there */
+	for (i = 0; i < ep->engine.pool_size; i++)
+		mrl_chunk_hdr(&ep->engine.chunk_pool[i])->kind = MRL_REQ_CHUNK;
 	slots = calloc(n, sizeof(*slots));
 	if (!slots) {
 		mrl_engine_fini(&ep->engine);
@@ -232,7 +236,6 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 	unsigned int needs = chunk_needs(ep, chunk);
 	ssize_t ret;
 
-	mrl_chunk_hdr(chunk)->kind = MRL_REQ_CHUNK;
 	if (chunk->len == op->len && op->iov_count == 1 &&
 	    !(needs & MRL_SCHED_DELIVERY))
 		ret = post_plain(ep, chunk, key);
@@ -583,7 +586,6 @@ ssize_t post_whole(struct mrl_ep *ep, const struct mrl_op *op,
 	void *desc = mr ? mr->core_desc[rail] : NULL;
 	fi_addr_t dest = ((struct mrl_peer *) op->peer)->core_addr[rail];
 
-	mrl_chunk_hdr(chunk)->kind = MRL_REQ_CHUNK;
 	if (op->kind == MRL_OP_READ)
 		return fi_read(core, op->iov[0].iov_base, op->len, desc, dest,
 			       op->raddr, key, mrl_chunk_hdr(chunk));
@@ -718,7 +720,8 @@ ssize_t rma_one(struct fid_ep *ep_fid, const struct one_args *a)
 	ssize_t ret = 0;
 
 	mrl_lock(ep->domain);
-	if (!ep->enabled || rma_whole(ep, a))
+	/* before fi_enable there is no free request: rma_whole declines */
+	if (rma_whole(ep, a))
 		ret = one_submit(ep, a->kind, a->buf, a->len, a->desc, a->addr,
 				 a->raddr, a->key, a->context, a->data,
 				 a->flags);
