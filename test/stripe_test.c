@@ -919,8 +919,9 @@ static void test_whole_fast_path(void)
  * up, so whole ops of 4 KiB spread; reads that find completions raise a
  * rail's level to fill_bytes, and whole ops then fill it first; a read of
  * it, busy, that finds none halves the level, and the next op goes to the
- * next rail until it drains below; levels stay within [1, fill_bytes].
- * Without fill_adapt a level never moves.
+ * next rail until it drains below; levels stay within [1, fill_bytes],
+ * and a few tiny ops' empty reads leave them.  Without fill_adapt a level
+ * never moves.
  */
 static void test_fill_adapt(void)
 {
@@ -978,6 +979,20 @@ static void test_fill_adapt(void)
 	CHECK(eng.rail[0].fill_bytes == 1, "the floor: %zu",
 	      eng.rail[0].fill_bytes);
 	drain(&eng, &f, 8);
+	mrl_engine_fini(&eng);
+
+	/* a few tiny ops wait on latency: their empty reads leave the level */
+	memset(&f, 0, sizeof(f));
+	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
+		abort();
+	for (i = 0; i < 4; i++)
+		post_fast(&eng, &f, &ops[i], 8, 0xf);
+	mrl_engine_rail_read(&eng, 0, 0);
+	CHECK(eng.rail[0].inflight == 4 &&
+	      eng.rail[0].fill_bytes == 65536 / MRL_FILL_STEPS + 1,
+	      "4 ops of 8 B on rail 0 (%u), an empty read: level %zu",
+	      eng.rail[0].inflight, eng.rail[0].fill_bytes);
+	drain(&eng, &f, 9);
 	mrl_engine_fini(&eng);
 
 	attr.fill_adapt = false;

@@ -458,9 +458,11 @@ static inline void mrl_engine_returned(struct mrl_engine *eng, int rail,
  * there, and found n.  Where the reader is the limit (CPU), completions
  * wait for every read: a rail keeps its byte level, whole ops fill few
  * rails and each read reaps many.  Where the rail is (its link), reads
- * come back empty: each halves the rail's byte level, down to fill_floor,
- * and the next whole ops go to the other rails; each read that finds some
- * takes a step back up, to fill_bytes.  Adapting (fill_adapt), a rail
+ * come back empty: each, while the rail holds more than a step's bytes
+ * (a few tiny ops wait on latency, not on a link), halves the rail's byte
+ * level, down to fill_floor, and the next whole ops go to the other
+ * rails; each read that finds some takes a step back up, to fill_bytes.
+ * Adapting (fill_adapt), a rail
  * starts one step up: it earns its level by keeping up.  Over a kernel
  * socket (tcp) this matters twice: a rail given more than its link takes
  * queues in the kernel, which then spends more per byte, and the reader,
@@ -481,7 +483,9 @@ static inline void mrl_engine_rail_read(struct mrl_engine *eng, int rail,
 		if (rc->fill_bytes > eng->fill_bytes)
 			rc->fill_bytes = eng->fill_bytes;
 	} else {
-		if (rc->fill_bytes <= eng->fill_floor)
+		/* tiny ops wait on no link: a byte level is not theirs */
+		if (rc->fill_bytes <= eng->fill_floor ||
+		    rc->inflight_bytes <= eng->fill_bytes / MRL_FILL_STEPS)
 			return;
 		rc->fill_bytes /= 2;
 		if (rc->fill_bytes < eng->fill_floor)
