@@ -892,10 +892,9 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	{ "fill_bytes", FI_PARAM_SIZE_T, &mrl_params.fill_bytes,
 	  64 * 1024, 1, "And up to this many bytes in flight" },
 	{ "fill_adapt", FI_PARAM_INT, &mrl_params.fill_adapt, 1, 0,
-	  "1: each rail earns its byte level (up to fill_bytes) by keeping "
-	  "up with the reader, and a rail whose reads come back empty while "
-	  "it holds ops gives the next ones to the other rails; 0: every "
-	  "rail's level is fill_bytes" },
+	  "1: a rail earns its byte level (up to fill_bytes) by keeping up; "
+	  "a read that finds nothing while it holds ops halves it, and the "
+	  "next ops go to other rails; 0: fixed at fill_bytes" },
 	{ "policy", FI_PARAM_STRING, &mrl_params.policy, 0, 0,
 	  "auto (small ops fill a rail, then the next; large ops split), "
 	  "split (every op over all rails) or roundrobin (whole ops "
