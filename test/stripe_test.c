@@ -944,12 +944,12 @@ static void test_fill_adapt(void)
 	}
 	drain(&eng, &f, 7);
 	for (i = 0; i < MRL_FILL_STEPS; i++)
-		mrl_engine_rail_read(&eng, 0, 8);
+		mrl_engine_rail_read(&eng, 0, true);
 	CHECK(eng.rail[0].fill_bytes == 65536 &&
 	      eng.rail[1].fill_bytes < 4096,
 	      "%d reads with completions: levels %zu and %zu",
 	      MRL_FILL_STEPS, eng.rail[0].fill_bytes, eng.rail[1].fill_bytes);
-	mrl_engine_rail_read(&eng, 0, 8);
+	mrl_engine_rail_read(&eng, 0, true);
 	CHECK(eng.rail[0].fill_bytes == 65536, "above fill_bytes: %zu",
 	      eng.rail[0].fill_bytes);
 	n = 0;
@@ -964,7 +964,7 @@ static void test_fill_adapt(void)
 	for (i = 0; i < 14; i++)
 		complete_at(&eng, &f, posted_on(&f, 0), 0);
 	for (i = 0; i < 3; i++)
-		mrl_engine_rail_read(&eng, 0, 0);
+		mrl_engine_rail_read(&eng, 0, false);
 	CHECK(eng.rail[0].fill_bytes == 8192 && (eng.full & 1),
 	      "3 empty reads: level %zu, full 0x%x", eng.rail[0].fill_bytes,
 	      eng.full);
@@ -975,7 +975,7 @@ static void test_fill_adapt(void)
 	rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
 	CHECK(rail == 0, "rail 0 under its level again: op on rail %d", rail);
 	for (i = 0; i < 40; i++)
-		mrl_engine_rail_read(&eng, 0, 0);
+		mrl_engine_rail_read(&eng, 0, false);
 	CHECK(eng.rail[0].fill_bytes == 1, "the floor: %zu",
 	      eng.rail[0].fill_bytes);
 	drain(&eng, &f, 8);
@@ -987,9 +987,9 @@ static void test_fill_adapt(void)
 		abort();
 	for (i = 0; i < 4; i++)
 		post_fast(&eng, &f, &ops[i], 8, 0xf);
-	mrl_engine_rail_read(&eng, 0, 0);
+	mrl_engine_rail_read(&eng, 0, false);
 	CHECK(eng.rail[0].inflight == 4 &&
-	      eng.rail[0].fill_bytes == 65536 / MRL_FILL_STEPS + 1,
+	      eng.rail[0].fill_bytes == eng.fill_step,
 	      "4 ops of 8 B on rail 0 (%u), an empty read: level %zu",
 	      eng.rail[0].inflight, eng.rail[0].fill_bytes);
 	drain(&eng, &f, 9);
@@ -999,8 +999,8 @@ static void test_fill_adapt(void)
 	memset(&f, 0, sizeof(f));
 	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
 		abort();
-	mrl_engine_rail_read(&eng, 2, 0);
-	mrl_engine_rail_read(&eng, 3, 8);
+	mrl_engine_rail_read(&eng, 2, false);
+	mrl_engine_rail_read(&eng, 3, true);
 	CHECK(eng.rail[0].fill_bytes == 65536 &&
 	      eng.rail[2].fill_bytes == 65536 &&
 	      eng.rail[3].fill_bytes == 65536,

@@ -843,16 +843,16 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 	bool read = op->kind == MRL_OP_READ;
 	uint64_t flags = FI_RMA | (read ? FI_READ : FI_WRITE);
 
-	if (!err && ep->rma_cq_only) {
-		mrl_cq_write(ep->tx_cq, op->context, flags, op->len, NULL, 0, 0,
-			     FI_ADDR_NOTAVAIL);
-	} else if (err) {
+	if (err) {
 		mrl_ep_report_err(ep, ep->tx_cq, op->context, flags, err, 0);
 	} else {
-		mrl_cntr_inc(read ? ep->cntr_read : ep->cntr_write);
-		if (ep->tx_cq &&
-		    (!(ep->tx_cq_flags & FI_SELECTIVE_COMPLETION) ||
-		     (op->flags & FI_COMPLETION)))
+		/* rma_cq_only: no counter, every op an entry */
+		if (!ep->rma_cq_only)
+			mrl_cntr_inc(read ? ep->cntr_read : ep->cntr_write);
+		if (ep->rma_cq_only ||
+		    (ep->tx_cq &&
+		     (!(ep->tx_cq_flags & FI_SELECTIVE_COMPLETION) ||
+		      (op->flags & FI_COMPLETION))))
 			mrl_cq_write(ep->tx_cq, op->context, flags, op->len,
 				     NULL, 0, 0, FI_ADDR_NOTAVAIL);
 	}

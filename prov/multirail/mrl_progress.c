@@ -227,7 +227,10 @@ static inline ssize_t read_outcome(struct mrl_ep *ep, int rail, ssize_t n)
 	return n > 0 ? n : 0;
 }
 
-/* A busy read: what it found tells the engine who the limit is. */
+/*
+ * A busy read: whether it found anything (an error entry counts) tells
+ * the engine who the limit is.
+ */
 static inline __attribute__((always_inline))
 ssize_t read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 		  fi_addr_t *src)
@@ -236,7 +239,7 @@ ssize_t read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 	ssize_t n = read_outcome(ep, rail, read_core(ep, rail, e, src));
 
 	if (busy)
-		mrl_engine_rail_read(&ep->engine, rail, (size_t) n);
+		mrl_engine_rail_read(&ep->engine, rail, n != 0);
 	return n;
 }
 

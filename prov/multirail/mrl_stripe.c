@@ -24,10 +24,11 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 			  attr->fill_bytes < attr->max_bytes_per_rail ?
 			  attr->fill_bytes : attr->max_bytes_per_rail;
 	/* adapting, a rail starts one step up and earns the rest */
+	eng->fill_step = eng->fill_bytes / MRL_FILL_STEPS + 1;
 	eng->fill_floor = attr->fill_adapt ? 1 : eng->fill_bytes;
 	for (i = 0; i < MRL_MAX_RAILS; i++)
-		eng->rail[i].fill_bytes = attr->fill_adapt ?
-			eng->fill_bytes / MRL_FILL_STEPS + 1 : eng->fill_bytes;
+		eng->rail[i].fill_bytes = attr->fill_adapt ? eng->fill_step :
+							      eng->fill_bytes;
 	eng->ops = ops;
 	eng->owner = owner;
 	mrl_list_init(&eng->pending);

@@ -172,6 +172,8 @@ struct mrl_engine {
 					 * the most a rail may earn) */
 	size_t fill_floor;		/* the least: 1, or fill_bytes where
 					 * levels do not adapt */
+	size_t fill_step;		/* one step up: fill_bytes /
+					 * MRL_FILL_STEPS */
 	struct mrl_list pending;	/* ops with chunks still to post */
 	struct mrl_chunk *free_top;	/* free chunks, last freed first (its
 					 * memory is the warmest) */
@@ -455,37 +457,37 @@ static inline void mrl_engine_returned(struct mrl_engine *eng, int rail,
 
 /*
  * The rail layer read rail's completions while chunks were in flight
- * there, and found n.  Where the reader is the limit (CPU), completions
- * wait for every read: a rail keeps its byte level, whole ops fill few
- * rails and each read reaps many.  Where the rail is (its link), reads
- * come back empty: each, while the rail holds more than a step's bytes
- * (a few tiny ops wait on latency, not on a link), halves the rail's byte
- * level, down to fill_floor, and the next whole ops go to the other
- * rails; each read that finds some takes a step back up, to fill_bytes.
- * Adapting (fill_adapt), a rail
- * starts one step up: it earns its level by keeping up.  Over a kernel
- * socket (tcp) this matters twice: a rail given more than its link takes
- * queues in the kernel, which then spends more per byte, and the reader,
- * slowed, no longer finds a read empty; starting low, the rails that
- * keep up are the ones that fill.
+ * there, and found some or none.  Where the reader is the limit (CPU),
+ * completions wait for every read: a rail keeps its byte level, whole ops
+ * fill few rails and each read reaps many.  Where the rail is (its link),
+ * reads come back empty: each, while the rail holds more than a step's
+ * bytes (a few tiny ops wait on latency, not on a link), halves the
+ * rail's byte level, down to fill_floor, and the next whole ops go to the
+ * other rails; each read that finds some takes a step back up, to
+ * fill_bytes.  Adapting (fill_adapt), a rail starts one step up: it earns
+ * its level by keeping up.  Over a kernel socket (tcp) this matters
+ * twice: a rail given more than its link takes queues in the kernel,
+ * which then spends more per byte, and the reader, slowed, no longer
+ * finds a read empty; starting low, the rails that keep up are the ones
+ * that fill.
  */
 #define MRL_FILL_STEPS	64	/* steps from nothing to fill_bytes */
 
 static inline void mrl_engine_rail_read(struct mrl_engine *eng, int rail,
-					size_t n)
+					bool found)
 {
 	struct mrl_rail_credit *rc = &eng->rail[rail];
 
-	if (n) {
+	if (found) {
 		if (rc->fill_bytes >= eng->fill_bytes)
 			return;		/* the reader is the limit: as ever */
-		rc->fill_bytes += eng->fill_bytes / MRL_FILL_STEPS + 1;
+		rc->fill_bytes += eng->fill_step;
 		if (rc->fill_bytes > eng->fill_bytes)
 			rc->fill_bytes = eng->fill_bytes;
 	} else {
 		/* tiny ops wait on no link: a byte level is not theirs */
 		if (rc->fill_bytes <= eng->fill_floor ||
-		    rc->inflight_bytes <= eng->fill_bytes / MRL_FILL_STEPS)
+		    rc->inflight_bytes <= eng->fill_step)
 			return;
 		rc->fill_bytes /= 2;
 		if (rc->fill_bytes < eng->fill_floor)
