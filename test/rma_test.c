@@ -1263,6 +1263,27 @@ static ssize_t stream_post(int op, char *local, size_t size, int s,
 }
 
 /* -Y: op i's word, written to the target's word i. */
+/*
+ * Up to 32 of the initiator's completions, in its CQ format: their
+ * contexts into ctx, how many (0: none yet).  who names the caller.
+ */
+static ssize_t read_contexts(void **ctx, const char *who)
+{
+	size_t esz = format_size(init_format);
+	unsigned char e[32 * sizeof(struct fi_cq_tagged_entry)];
+	ssize_t n, k;
+
+	n = fi_cq_read(cq, e, 32);
+	if (n == -FI_EAGAIN)
+		return 0;
+	if (n < 0)
+		die("%s: fi_cq_read %zd", who, n);
+	for (k = 0; k < n; k++)
+		ctx[k] = ((struct fi_cq_entry *)
+			  (e + (size_t) k * esz))->op_context;
+	return n;
+}
+
 static uint64_t turns_word(uint64_t seed, uint32_t i)
 {
 	return (seed ^ ((uint64_t) i << 20)) * 0x9e3779b97f4a7c15ULL | 1;
@@ -1280,9 +1301,8 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 {
 	uint64_t *src = (uint64_t *) buf;
 	int *free_slots = malloc(window * sizeof(int)), nfree = window, s;
-	size_t esz = format_size(init_format);
-	unsigned char e[32 * sizeof(struct fi_cq_tagged_entry)];
 	struct fi_multirail_rail_stats st;
+	void *ctx[32];
 	uint32_t posted = 0, done = 0;
 	double end = now() + TIMEOUT_S;
 	int r, nrails;
@@ -1309,18 +1329,15 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 			posted++;
 			nfree--;
 		}
-		n = fi_cq_read(cq, e, 32);
-		if (n == -FI_EAGAIN) {
+		n = read_contexts(ctx, "turns");
+		if (!n) {
 			if (now() > end)
 				die("turns: no completion for %d s (%u of %u)",
 				    TIMEOUT_S, done, count);
 			continue;
 		}
-		if (n < 0)
-			die("turns: fi_cq_read %zd", n);
 		for (i = 0; i < n; i++) {
-			uint64_t *c = ((struct fi_cq_entry *)
-				       (e + (size_t) i * esz))->op_context;
+			uint64_t *c = ctx[i];
 
 			if (c < src || c >= src + window)
 				die("turns: completion of an unknown op");
@@ -1380,18 +1397,11 @@ static ssize_t selective_post(int read, uint64_t *src, uint32_t i)
 static void selective_reap(uint64_t *src, uint32_t count, char *seen,
 			   uint32_t *entries)
 {
-	size_t esz = format_size(init_format);
-	unsigned char e[32 * sizeof(struct fi_cq_tagged_entry)];
-	ssize_t n, k;
+	void *ctx[32];
+	ssize_t n = read_contexts(ctx, "selective"), k;
 
-	n = fi_cq_read(cq, e, 32);
-	if (n == -FI_EAGAIN)
-		return;
-	if (n < 0)
-		die("selective: fi_cq_read %zd", n);
 	for (k = 0; k < n; k++) {
-		uint64_t *c = ((struct fi_cq_entry *)
-			       (e + (size_t) k * esz))->op_context;
+		uint64_t *c = ctx[k];
 		size_t i = (size_t) (c - src);
 
 		if (c < src || i >= count || (selective_cq && !(i & 1)) ||

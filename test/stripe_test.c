@@ -121,6 +121,14 @@ static void drain(struct mrl_engine *eng, struct fake *f, unsigned seed)
 	}
 }
 
+static void setup_attr(struct mrl_engine *eng, struct fake *f,
+		       const struct mrl_engine_attr *attr)
+{
+	memset(f, 0, sizeof(*f));
+	if (mrl_engine_init(eng, attr, &fake_ops, f))
+		abort();
+}
+
 static void setup(struct mrl_engine *eng, struct fake *f, int nrails,
 		  uint32_t chunks, size_t bytes)
 {
@@ -131,9 +139,7 @@ static void setup(struct mrl_engine *eng, struct fake *f, int nrails,
 		.final_size = 4096,
 	};
 
-	memset(f, 0, sizeof(*f));
-	if (mrl_engine_init(eng, &attr, &fake_ops, f))
-		abort();
+	setup_attr(eng, f, &attr);
 }
 
 /* An engine whose whole ops fill each rail to fill_chunks (or bytes). */
@@ -146,9 +152,7 @@ static void setup_fill(struct mrl_engine *eng, struct fake *f, int nrails,
 		.fill_chunks = fill_chunks, .fill_bytes = fill_bytes,
 	};
 
-	memset(f, 0, sizeof(*f));
-	if (mrl_engine_init(eng, &attr, &fake_ops, f))
-		abort();
+	setup_attr(eng, f, &attr);
 }
 
 static void init_op(struct mrl_op *op, size_t len, uint64_t flags)
@@ -935,9 +939,7 @@ static void test_fill_adapt(void)
 	struct fake f;
 	int i, rail, n = 0;
 
-	memset(&f, 0, sizeof(f));
-	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
-		abort();
+	setup_attr(&eng, &f, &attr);
 	for (i = 0; i < 4; i++) {
 		rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
 		CHECK(rail == i, "start: op %d on rail %d", i, rail);
@@ -982,9 +984,7 @@ static void test_fill_adapt(void)
 	mrl_engine_fini(&eng);
 
 	/* a few tiny ops wait on latency: their empty reads leave the level */
-	memset(&f, 0, sizeof(f));
-	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
-		abort();
+	setup_attr(&eng, &f, &attr);
 	for (i = 0; i < 4; i++)
 		post_fast(&eng, &f, &ops[i], 8, 0xf);
 	mrl_engine_rail_read(&eng, 0, false);
@@ -996,9 +996,7 @@ static void test_fill_adapt(void)
 	mrl_engine_fini(&eng);
 
 	attr.fill_adapt = false;
-	memset(&f, 0, sizeof(f));
-	if (mrl_engine_init(&eng, &attr, &fake_ops, &f))
-		abort();
+	setup_attr(&eng, &f, &attr);
 	mrl_engine_rail_read(&eng, 2, false);
 	mrl_engine_rail_read(&eng, 3, true);
 	CHECK(eng.rail[0].fill_bytes == 65536 &&
