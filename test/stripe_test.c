@@ -834,10 +834,13 @@ static int post_fast(struct mrl_engine *eng, struct fake *f,
 
 	init_op(op, len, 0);
 	mrl_op_clean(op);	/* as the rail layer's pool keeps its ops */
-	c = mrl_engine_whole_start(eng, op, rails);
-	if (!c || fake_post(f, c))
+	c = mrl_engine_whole_take(eng, op, rails);
+	if (!c)
 		return -1;
-	mrl_engine_whole_posted(eng, c);
+	if (fake_post(f, c)) {
+		mrl_engine_whole_untake(eng, c);
+		return -1;
+	}
 	return c->rail;
 }
 

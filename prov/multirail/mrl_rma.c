@@ -483,26 +483,36 @@ static uint32_t op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 	return rails;
 }
 
-static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
+/*
+ * The general way found the target's keys for every rail to peer: the
+ * next small ops with that key, from a buffer near local, take the fast
+ * path.  The entry lives as long as the peer, and a valid one stays so.
+ */
+static void set_key_hint(struct mrl_peer *peer, const uint64_t *keyv,
+			 int nrails, uint32_t local)
+{
+	const struct mrl_key_entry *entry =
+		mrl_container_of(keyv, struct mrl_key_entry, keys[0]);
+
+	if (nrails < peer->nrails || peer->partial)
+		return;
+	peer->key_hint = entry;
+	peer->hint_local = local;
+	peer->hint_rails = mrl_sched_near(local, entry->near_mask,
+					  mask_of(peer->nrails));
+}
+
+/* An op checked, to a peer found: into the engine. */
+static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
+			 struct mrl_peer *peer)
 {
 	const struct mrl_sched_params *sched;
 	struct mrl_rma_req *req;
 	uint32_t rails, remote_near = 0;
 	struct rma_slot *slot;
-	struct mrl_peer *peer;
 	size_t chunk;
 	int nrails;
-	ssize_t ret;
 
-	ret = check_rma(ep, a);
-	if (ret)
-		return ret;
-	peer = mrl_av_peer(ep->av, a->addr);
-	if (!peer) {
-		MRL_WARN(FI_LOG_EP_DATA, "fi_addr %lu not in the AV\n",
-			 (unsigned long) a->addr);
-		return -FI_EINVAL;
-	}
 	req = ep->rma_free;
 	if (!req) {
 		mrl_ep_progress(ep);
@@ -516,6 +526,8 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	slot->local_near = local_near(a);
 	slot->key = a->rma_iov->key;
 	slot->key_rails = nrails;
+	if (slot->keyv != slot->keys)	/* the target's entry */
+		set_key_hint(peer, slot->keyv, nrails, slot->local_near);
 	ep->rma_free = req->next_free;
 
 	sched = op_sched(ep, a);
@@ -538,11 +550,29 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	return 0;
 }
 
+static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
+{
+	struct mrl_peer *peer;
+	ssize_t ret;
+
+	ret = check_rma(ep, a);
+	if (ret)
+		return ret;
+	peer = mrl_av_peer(ep->av, a->addr);
+	if (!peer) {
+		MRL_WARN(FI_LOG_EP_DATA, "fi_addr %lu not in the AV\n",
+			 (unsigned long) a->addr);
+		return -FI_EINVAL;
+	}
+	return submit_to(ep, a, peer);
+}
+
 /*
  * The small op's fast path: the keys of every rail to peer (rail 0's from
- * the user's key alone, or the target's that we learned), and in *rails
- * those nearest both buffers; NULL where the general way must ask or
- * decide (keys unknown, or known for fewer rails than the peer has).
+ * the user's key alone, or the target's, from the peer's key hint), and in
+ * *rails those nearest both buffers; NULL where the general way must ask
+ * or decide (a key other than the hint's: the general way sets the hint).
+ * Nothing here calls out, so the caller's arguments stay in registers.
  */
 static inline __attribute__((always_inline))
 const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
@@ -550,7 +580,6 @@ const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 			   const struct mrl_mr *mr, uint32_t *rails)
 {
 	const struct mrl_key_entry *entry;
-	uint32_t local = mr ? mr->near_mask : 0;
 
 	if (peer->nrails == 1) {
 		*key0 = ep->domain->key_has_gen ? (key & MRL_KEY_CORE_MASK) :
@@ -559,23 +588,28 @@ const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 		return key0;
 	}
 	entry = peer->key_hint;
-	if (entry && entry->key == key && peer->hint_local == local) {
-		*rails = peer->hint_rails;
-		return entry->keys;
-	}
-	entry = mrl_ctrl_key_lookup(ep, peer, key);
-	if (!entry || entry->state != MRL_KEY_VALID ||
-	    entry->nrails < peer->nrails)
+	if (!entry || entry->key != key ||
+	    peer->hint_local != (mr ? mr->near_mask : 0))
 		return NULL;
-	peer->key_hint = entry;
-	peer->hint_local = local;
-	peer->hint_rails = mrl_sched_near(local, entry->near_mask,
-					  mask_of(peer->nrails));
 	*rails = peer->hint_rails;
 	return entry->keys;
 }
 
-/* The core's plain call for a whole op's chunk. */
+/* One buffer's op, as fi_write, fi_writedata and fi_read give it. */
+struct one_args {
+	enum mrl_op_kind kind;
+	void *buf;
+	size_t len;
+	void *desc;
+	fi_addr_t addr;
+	uint64_t raddr;
+	uint64_t key;
+	void *context;
+	uint64_t data;
+	uint64_t flags;
+};
+
+/* The core's plain call for a whole op's chunk, from the op's record. */
 static inline __attribute__((always_inline))
 ssize_t post_whole(struct mrl_ep *ep, const struct mrl_op *op,
 		   struct mrl_chunk *chunk, uint64_t key)
@@ -597,99 +631,29 @@ ssize_t post_whole(struct mrl_ep *ep, const struct mrl_op *op,
 			op->raddr, key, mrl_chunk_hdr(chunk));
 }
 
-/* One buffer's op, as fi_write, fi_writedata and fi_read give it. */
-struct one_args {
-	enum mrl_op_kind kind;
-	void *buf;
-	size_t len;
-	void *desc;
-	fi_addr_t addr;
-	uint64_t raddr;
-	uint64_t key;
-	void *context;
-	uint64_t data;
-	uint64_t flags;
-};
-
 /*
- * The small op's fast path (issue 18): fi_write, fi_writedata, fi_read
- * and their one-iov forms, of host memory, under the stripe size, to a
- * peer whose keys we know and whose rails all work, sent whole on one rail
- * with the core's plain call, nothing asked of it but a completion.  1
- * when any of that does not hold, or the core refused: then rma_submit,
- * which handles every case (and warns of bad input).  The op's state is
- * the general way's, so failover, fences and completion treat both alike.
- * Inline in each caller, so that its arguments stay in registers.  Domain
- * locked.
+ * The fast path's chunk was not posted (the core refused it, or a rule
+ * the general way keeps applies): all it took goes back, and the op, as
+ * the fast path recorded it, goes the general way.
  */
-static inline __attribute__((always_inline))
-int rma_whole(struct mrl_ep *ep, const struct one_args *a)
+static ssize_t __attribute__((noinline))
+whole_general(struct mrl_ep *ep, struct mrl_chunk *chunk)
 {
-	const struct mrl_mr *mr = a->desc;
-	uint64_t flags = a->flags | ep->tx_op_flags;
-	const uint64_t *keyv;
-	struct mrl_rma_req *req = ep->rma_free;
-	struct mrl_chunk *chunk;
-	struct mrl_peer *peer;
-	struct mrl_op *op;
-	uint32_t rails;
+	struct mrl_op *op = chunk->op;
+	struct mrl_rma_req *req = mrl_container_of(op, struct mrl_rma_req, op);
+	struct iovec iov = op->iov[0];
+	void *desc = op->desc[0];
+	struct fi_rma_iov rma = { op->raddr, op->len, slot_of(op)->key };
+	struct mrl_rma_args a = {
+		.kind = op->kind, .iov = &iov, .desc = &desc, .count = 1,
+		.len = op->len, .rma_iov = &rma, .rma_count = 1,
+		.context = op->context, .data = op->data, .flags = op->flags,
+	};
 
-	if (a->len - 1 >= ep->whole_max || !req ||
-	    (flags & FI_DELIVERY_COMPLETE) ||
-	    (mr ? mr->iface != FI_HMEM_SYSTEM : ep->domain->core_mr_local))
-		return 1;
-	peer = mrl_av_peer(ep->av, a->addr);
-	if (!peer || peer->partial || peer->rails_down)
-		return 1;
-	/* rail 0's key alone goes to the request's own keys[] */
-	keyv = whole_keys(ep, peer, a->key, slot_of(&req->op)->keys, mr,
-			  &rails);
-	if (!keyv)
-		return 1;
-	if (ep->ctrl_ep || (rails & ~peer->rails_up & ~1u))
-		mrl_ctrl_rails_up(ep, peer, rails);
-
-	op = &req->op;
-	op->kind = a->kind;
-	op->flags = flags;
-	op->len = a->len;
-	op->iov[0].iov_base = a->buf;
-	op->iov[0].iov_len = a->len;
-	op->desc[0] = a->desc;
-	op->peer = peer;
-	chunk = mrl_engine_whole_start(&ep->engine, op, rails);
-	if (!chunk || (a->kind == MRL_OP_WRITE && chunk->rail &&
-		       mrl_fence_owned_elsewhere(ep, peer)))
-		return 1;	/* a flush of its own: the general way */
-	op->context = a->context;
-	op->data = a->data;
-	op->raddr = a->raddr;
-	if (post_whole(ep, op, chunk, keyv[chunk->rail]))
-		return 1;
-
-	ep->rma_free = req->next_free;
-	mrl_engine_whole_posted(&ep->engine, chunk);
-	/* for a post again elsewhere (every rail's key: never widened) */
-	slot_of(op)->key = a->key;
-	slot_of(op)->keyv = keyv;
-	slot_of(op)->key_rails = peer->nrails;
-	if (peer->refused_rails)
-		peer->refused_rails &= ~(1u << chunk->rail);
-	if (a->kind == MRL_OP_WRITE && chunk->rail)	/* ours: see above */
-		mrl_fence_mark(ep, peer, chunk->rail, op->raddr,
-			       keyv[chunk->rail]);
-	return 0;
-}
-
-static ssize_t rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
-{
-	struct mrl_ep *ep = to_ep(ep_fid);
-	ssize_t ret;
-
-	mrl_lock(ep->domain);
-	ret = rma_submit(ep, a);
-	mrl_unlock(ep->domain);
-	return ret;
+	mrl_engine_whole_untake(&ep->engine, chunk);
+	req->next_free = ep->rma_free;
+	ep->rma_free = req;
+	return submit_to(ep, &a, op->peer);
 }
 
 /*
@@ -713,20 +677,132 @@ one_submit(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 	return rma_submit(ep, &a);
 }
 
+/*
+ * The small op's fast path (issue 18): fi_write, fi_writedata, fi_read
+ * and their one-iov forms, of host memory, under the stripe size, to a
+ * peer whose keys we know and whose rails all work, sent whole on one rail
+ * with the core's plain call, nothing asked of it but a completion.
+ * Where any of that does not hold: rma_submit, which handles every case
+ * (and warns of bad input).  The op's state is the
+ * general way's, so failover, fences and completion treat both alike.  It
+ * is all recorded before the core's call, so that nothing but the chunk
+ * need outlive the call (fewer registers to save): where the core
+ * refuses, whole_general takes it from there.  Inline in each caller, so
+ * that its arguments stay in registers.  Domain locked.
+ */
+static inline __attribute__((always_inline))
+ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a)
+{
+	const struct mrl_mr *mr = a->desc;
+	uint64_t flags = a->flags | ep->tx_op_flags;
+	const uint64_t *keyv;
+	struct mrl_rma_req *req = ep->rma_free;
+	struct mrl_chunk *chunk;
+	struct mrl_peer *peer;
+	struct mrl_op *op;
+	uint32_t rails;
+	int rail;
+
+	if (a->len - 1 >= ep->whole_max || !req ||
+	    (flags & FI_DELIVERY_COMPLETE) ||
+	    (mr ? mr->iface != FI_HMEM_SYSTEM : ep->domain->core_mr_local))
+		goto general;
+	peer = mrl_av_peer(ep->av, a->addr);
+	if (!peer || peer->partial || peer->rails_down)
+		goto general;
+	/* rail 0's key alone goes to the request's own keys[] */
+	keyv = whole_keys(ep, peer, a->key, slot_of(&req->op)->keys, mr,
+			  &rails);
+	if (!keyv)
+		goto general;
+	op = &req->op;
+	op->kind = a->kind;
+	op->flags = flags;
+	op->context = a->context;
+	op->data = a->data;
+	op->len = a->len;
+	op->iov[0].iov_base = a->buf;
+	op->iov[0].iov_len = a->len;
+	op->desc[0] = a->desc;
+	op->raddr = a->raddr;
+	op->peer = peer;
+	/* for a post again elsewhere (every rail's key: never widened) */
+	slot_of(op)->key = a->key;
+	slot_of(op)->keyv = keyv;
+	slot_of(op)->key_rails = peer->nrails;
+
+	chunk = mrl_engine_whole_take(&ep->engine, op, rails);
+	if (!chunk)
+		goto general;
+	/* from here on the op is recorded: nothing needs the arguments */
+	ep->rma_free = req->next_free;
+	if (__builtin_expect(ep->ctrl_ep || (rails & ~peer->rails_up & ~1u),
+			     0))
+		mrl_ctrl_rails_up(ep, peer, rails);
+	rail = chunk->rail;
+	/* a streak of refusals is timed by the general way's posts */
+	if (peer->refused_rails)
+		return whole_general(ep, chunk);
+	if (op->kind == MRL_OP_WRITE && rail) {
+		if (mrl_fence_owned_elsewhere(ep, peer))
+			return whole_general(ep, chunk); /* a flush of its own */
+		/* ours: a send flushes the rail (marked though the core may
+		 * refuse: a flush more, never one less) */
+		mrl_fence_mark(ep, peer, rail, op->raddr, keyv[rail]);
+	}
+	if (post_whole(ep, op, chunk, keyv[rail]))
+		return whole_general(ep, chunk);
+	return 0;
+general:
+	return one_submit(ep, a->kind, a->buf, a->len, a->desc, a->addr,
+			  a->raddr, a->key, a->context, a->data, a->flags);
+}
+
+static ssize_t rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
+{
+	struct mrl_ep *ep = to_ep(ep_fid);
+	ssize_t ret;
+
+	mrl_lock(ep->domain);
+	ret = rma_submit(ep, a);
+	mrl_unlock(ep->domain);
+	return ret;
+}
+
+/* rma_one under the domain's lock (FI_THREAD_SAFE and the like). */
+static ssize_t __attribute__((noinline))
+one_locked(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
+	   void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
+	   void *context, uint64_t data, uint64_t flags)
+{
+	struct one_args a = {
+		.kind = kind, .buf = buf, .len = len, .desc = desc,
+		.addr = addr, .raddr = raddr, .key = key, .context = context,
+		.data = data, .flags = flags,
+	};
+	ssize_t ret;
+
+	mrl_lock(ep->domain);
+	ret = rma_whole(ep, &a);
+	mrl_unlock(ep->domain);
+	return ret;
+}
+
+/*
+ * Without the lock nothing is called before the fast path declines or
+ * posts, so its arguments need no saving: the lock's call is elsewhere.
+ * Before fi_enable there is no free request: rma_whole declines.
+ */
 static inline __attribute__((always_inline))
 ssize_t rma_one(struct fid_ep *ep_fid, const struct one_args *a)
 {
 	struct mrl_ep *ep = to_ep(ep_fid);
-	ssize_t ret = 0;
 
-	mrl_lock(ep->domain);
-	/* before fi_enable there is no free request: rma_whole declines */
-	if (rma_whole(ep, a))
-		ret = one_submit(ep, a->kind, a->buf, a->len, a->desc, a->addr,
-				 a->raddr, a->key, a->context, a->data,
-				 a->flags);
-	mrl_unlock(ep->domain);
-	return ret;
+	if (ep->domain->locking)
+		return one_locked(ep, a->kind, a->buf, a->len, a->desc, a->addr,
+				  a->raddr, a->key, a->context, a->data,
+				  a->flags);
+	return rma_whole(ep, a);
 }
 
 /* The iovs' length; 0 for iovs check_rma refuses anyway. */

@@ -317,6 +317,18 @@ void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op)
 
 
 
+void mrl_engine_whole_untake(struct mrl_engine *eng, struct mrl_chunk *chunk)
+{
+	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
+
+	chunk->in_flight = false;
+	mrl_rail_release(eng, chunk);
+	rc->chunks_posted--;
+	rc->bytes_posted -= chunk->len;
+	chunk->op->inflight--;
+	mrl_chunk_push(eng, chunk);
+}
+
 void mrl_engine_chunk_done_any(struct mrl_engine *eng,
 			       struct mrl_chunk *chunk, int err)
 {

@@ -320,20 +320,23 @@ static inline void mrl_op_clean(struct mrl_op *op)
 /*
  * The small op's fast path (mrl_rma.c, issue 18): an op of one buffer that
  * goes whole, as its own final chunk, on one rail, without the queue.
- * mrl_engine_whole_start gives its chunk on the lowest rail of rail_mask
+ * mrl_engine_whole_take gives its chunk on the lowest rail of rail_mask
  * below its fill level; with every one at its level, on the rail whose
  * turn it is (no loop over the rails, as the general way's least loaded),
  * or the one rail of a mask of one, up to its depth.  The op, clean (see
  * mrl_op_clean), is set as mrl_op_prepare would.  NULL when that rail has
  * no room, no chunk is free or ops are queued before it: the op then goes
- * the general way.  A
- * rail's refusal in an earlier pass does not count here: this is a new
- * one.  Once the core took the chunk, mrl_engine_whole_posted; if it
- * refused, nothing was taken, and the general way retries it.
+ * the general way.  A rail's refusal in an earlier pass does not count
+ * here: this is a new one.
+ *
+ * The chunk is taken, its rail's credit with it, before the core sees it:
+ * after the core's call the caller needs nothing but the chunk, in case
+ * the core refused; then mrl_engine_whole_untake gives all back, and the
+ * general way retries the op.
  */
-static inline struct mrl_chunk *
-mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
-		       uint32_t rail_mask)
+static inline __attribute__((always_inline)) struct mrl_chunk *
+mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
+		      uint32_t rail_mask)
 {
 	uint32_t open = rail_mask & ~eng->full;
 	struct mrl_chunk *chunk;
@@ -343,7 +346,7 @@ mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
 	if (!open)
 		open = rail_mask & (rail_mask - 1) ?
 		       rail_mask & (1u << eng->next_rail) : rail_mask;
-	chunk = eng->free_top;	/* taken in mrl_engine_whole_posted */
+	chunk = eng->free_top;
 	if (!open || !chunk || !mrl_list_empty(&eng->pending))
 		return NULL;
 	rail = __builtin_ctz(open);
@@ -351,6 +354,7 @@ mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
 		return NULL;
 	if (eng->full & (1u << rail))
 		eng->next_rail = rail + 1 < eng->nrails ? rail + 1 : 0;
+	eng->free_top = chunk->next_free;
 	op->rail_mask = rail_mask;
 	op->chunk_size = op->len;
 	chunk->op = op;
@@ -360,16 +364,12 @@ mrl_engine_whole_start(struct mrl_engine *eng, struct mrl_op *op,
 	chunk->final = true;
 	chunk->orphan = false;
 	chunk->whole = true;
+	mrl_rail_take(eng, chunk);
 	return chunk;
 }
 
-/* Nothing took or freed a chunk since mrl_engine_whole_start: still on top. */
-static inline void mrl_engine_whole_posted(struct mrl_engine *eng,
-					   struct mrl_chunk *chunk)
-{
-	eng->free_top = chunk->next_free;
-	mrl_rail_take(eng, chunk);
-}
+/* The core refused the chunk mrl_engine_whole_take gave: all back. */
+void mrl_engine_whole_untake(struct mrl_engine *eng, struct mrl_chunk *chunk);
 
 /* A chunk completed (err 0) or failed; may finish its op. */
 void mrl_engine_chunk_done_any(struct mrl_engine *eng,
