@@ -594,8 +594,8 @@ static int ext_rail_stats(struct fid_ep *ep_fid, int rail,
 	stats->probes = ep->rails[rail].probes;
 	if (ep->enabled) {
 		rc = &ep->engine.rail[rail];
-		stats->tx_ops = rc->chunks_posted;
-		stats->tx_bytes = rc->bytes_posted;
+		mrl_engine_rail_posted(&ep->engine, rail, &stats->tx_ops,
+				       &stats->tx_bytes);
 		stats->bytes_completed = rc->bytes_completed;
 		stats->errors = rc->errors;
 		stats->reissued = rc->reissued;

@@ -572,19 +572,24 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
  * the user's key alone, or the target's, from the peer's key hint), and in
  * *rails those nearest both buffers; NULL where the general way must ask
  * or decide (a key other than the hint's: the general way sets the hint).
- * Nothing here calls out, so the caller's arguments stay in registers.
+ * *tell: the peer is yet to hear of rails (mrl_ctrl_rails_up; with a
+ * control endpoint, of that alone).  Nothing here calls out, so the
+ * caller's arguments stay in registers.
  */
 static inline __attribute__((always_inline))
 const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 			   uint64_t key, uint64_t *key0,
-			   const struct mrl_mr *mr, uint32_t *rails)
+			   const struct mrl_mr *mr, uint32_t *rails,
+			   bool *tell)
 {
 	const struct mrl_key_entry *entry;
+	bool ctrl_ep_new = ep->ctrl_ep && !(peer->rails_up & 1u);
 
 	if (peer->nrails == 1) {
 		*key0 = ep->domain->key_has_gen ? (key & MRL_KEY_CORE_MASK) :
 						  key;
 		*rails = 1u;
+		*tell = ctrl_ep_new;
 		return key0;
 	}
 	entry = peer->key_hint;
@@ -592,6 +597,8 @@ const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 	    peer->hint_local != (mr ? mr->near_mask : 0))
 		return NULL;
 	*rails = peer->hint_rails;
+	*tell = ep->ctrl_ep ? ctrl_ep_new :
+		(*rails & ~peer->rails_up & ~1u) != 0;
 	return entry->keys;
 }
 
@@ -609,10 +616,14 @@ struct one_args {
 	uint64_t flags;
 };
 
-/* The core's plain call for a whole op's chunk, from the op's record. */
+/*
+ * The core's plain call for a whole op's chunk, from the op's record; the
+ * call's kind from the caller's constants (each entry point has its own).
+ */
 static inline __attribute__((always_inline))
-ssize_t post_whole(struct mrl_ep *ep, const struct mrl_op *op,
-		   struct mrl_chunk *chunk, uint64_t key)
+ssize_t post_whole(struct mrl_ep *ep, const struct one_args *a,
+		   const struct mrl_op *op, struct mrl_chunk *chunk,
+		   uint64_t key)
 {
 	const struct mrl_mr *mr = op->desc[0];
 	int rail = chunk->rail;
@@ -620,10 +631,10 @@ ssize_t post_whole(struct mrl_ep *ep, const struct mrl_op *op,
 	void *desc = mr ? mr->core_desc[rail] : NULL;
 	fi_addr_t dest = ((struct mrl_peer *) op->peer)->core_addr[rail];
 
-	if (op->kind == MRL_OP_READ)
+	if (a->kind == MRL_OP_READ)
 		return fi_read(core, op->iov[0].iov_base, op->len, desc, dest,
 			       op->raddr, key, mrl_chunk_hdr(chunk));
-	if (op->flags & FI_REMOTE_CQ_DATA)
+	if (a->flags & FI_REMOTE_CQ_DATA)
 		return fi_writedata(core, op->iov[0].iov_base, op->len, desc,
 				    op->data, dest, op->raddr, key,
 				    mrl_chunk_hdr(chunk));
@@ -701,10 +712,14 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a)
 	struct mrl_peer *peer;
 	struct mrl_op *op;
 	uint32_t rails;
+	bool tell;
 	int rail;
 
+	/* the op's kind and CQ data from the entry point alone: see
+	 * post_whole */
 	if (a->len - 1 >= ep->whole_max || !req ||
-	    (flags & FI_DELIVERY_COMPLETE) ||
+	    (a->flags & FI_DELIVERY_COMPLETE) ||
+	    (ep->tx_op_flags & (FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)) ||
 	    (mr ? mr->iface != FI_HMEM_SYSTEM : ep->domain->core_mr_local))
 		goto general;
 	peer = mrl_av_peer(ep->av, a->addr);
@@ -712,7 +727,7 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a)
 		goto general;
 	/* rail 0's key alone goes to the request's own keys[] */
 	keyv = whole_keys(ep, peer, a->key, slot_of(&req->op)->keys, mr,
-			  &rails);
+			  &rails, &tell);
 	if (!keyv)
 		goto general;
 	op = &req->op;
@@ -736,21 +751,20 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a)
 		goto general;
 	/* from here on the op is recorded: nothing needs the arguments */
 	ep->rma_free = req->next_free;
-	if (__builtin_expect(ep->ctrl_ep || (rails & ~peer->rails_up & ~1u),
-			     0))
+	if (__builtin_expect(tell, 0))
 		mrl_ctrl_rails_up(ep, peer, rails);
 	rail = chunk->rail;
 	/* a streak of refusals is timed by the general way's posts */
 	if (peer->refused_rails)
 		return whole_general(ep, chunk);
-	if (op->kind == MRL_OP_WRITE && rail) {
+	if (a->kind == MRL_OP_WRITE && rail) {
 		if (mrl_fence_owned_elsewhere(ep, peer))
 			return whole_general(ep, chunk); /* a flush of its own */
 		/* ours: a send flushes the rail (marked though the core may
 		 * refuse: a flush more, never one less) */
 		mrl_fence_mark(ep, peer, rail, op->raddr, keyv[rail]);
 	}
-	if (post_whole(ep, op, chunk, keyv[rail]))
+	if (post_whole(ep, a, op, chunk, keyv[rail]))
 		return whole_general(ep, chunk);
 	return 0;
 general:

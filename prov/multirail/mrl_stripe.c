@@ -129,17 +129,23 @@ static bool rail_has_credit(const struct mrl_engine *eng, int rail,
  * rail full, the least loaded rail with credit; ties rotate so idle rails
  * share.
  */
+/* Where the turn is: next_rail may be one past the last rail. */
+static int turn_rail(const struct mrl_engine *eng)
+{
+	return eng->next_rail < eng->nrails ? eng->next_rail : 0;
+}
+
 static int pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
 		     size_t len)
 {
 	uint32_t open = op->rail_mask & ~eng->full & ~eng->blocked;
-	int best = -1, i, r = eng->next_rail;
+	int best = -1, i, r = turn_rail(eng);
 
 	if (eng->fill_chunks && op->chunk_size >= op->len && open) {
 		r = __builtin_ctz(open);
 		if (rail_has_credit(eng, r, op, len))
 			return r;
-		r = eng->next_rail;
+		r = turn_rail(eng);
 	}
 	for (i = 0; i < eng->nrails; i++, r = r + 1 < eng->nrails ? r + 1 : 0) {
 		if (!(op->rail_mask & (1u << r)) ||
@@ -319,14 +325,20 @@ void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op)
 
 void mrl_engine_whole_untake(struct mrl_engine *eng, struct mrl_chunk *chunk)
 {
-	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
-
 	chunk->in_flight = false;
 	mrl_rail_release(eng, chunk);
-	rc->chunks_posted--;
-	rc->bytes_posted -= chunk->len;
 	chunk->op->inflight--;
 	mrl_chunk_push(eng, chunk);
+}
+
+void mrl_engine_rail_posted(const struct mrl_engine *eng, int rail,
+			    uint64_t *chunks, uint64_t *bytes)
+{
+	const struct mrl_rail_credit *rc = &eng->rail[rail];
+
+	*chunks = rc->completions + rc->inflight + rc->chunks_abandoned;
+	*bytes = rc->bytes_completed + rc->inflight_bytes +
+		 rc->bytes_uncounted;
 }
 
 void mrl_engine_chunk_done_any(struct mrl_engine *eng,
@@ -350,7 +362,9 @@ void mrl_engine_chunk_done_any(struct mrl_engine *eng,
 	op->inflight--;
 	if (err)
 		rc->errors++;
-	else if (!chunk->orphan)
+	if (err || chunk->orphan)
+		rc->bytes_uncounted += chunk->len;
+	else
 		rc->bytes_completed += chunk->len;
 
 	if (chunk->orphan) {
@@ -423,6 +437,10 @@ int mrl_engine_reissue(struct mrl_engine *eng, int rail)
  */
 static void abandon(struct mrl_engine *eng, struct mrl_chunk *chunk)
 {
+	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
+
+	rc->chunks_abandoned++;
+	rc->bytes_uncounted += chunk->len;
 	mrl_rail_release(eng, chunk);
 	chunk->op->inflight--;
 	chunk->op = NULL;

@@ -142,9 +142,11 @@ struct mrl_rail_credit {
 	size_t inflight_bytes;
 	size_t fill_bytes;		/* its byte level: see
 					 * mrl_engine_rail_read */
-	uint64_t chunks_posted;
-	uint64_t bytes_posted;
 	uint64_t bytes_completed;
+	/* what left the rail uncounted above (posting counts nothing:
+	 * mrl_engine_rail_posted) */
+	uint64_t chunks_abandoned;
+	uint64_t bytes_uncounted;	/* failed, orphaned or abandoned */
 	uint64_t errors;
 	uint64_t completions;		/* chunks returned, for stall watch */
 	uint64_t reissued;		/* chunks posted again elsewhere */
@@ -163,7 +165,8 @@ struct mrl_engine {
 	uint32_t max_chunks_per_rail;
 	size_t max_bytes_per_rail;
 	size_t final_size;		/* bytes held back for the final chunk */
-	int next_rail;			/* rotates ties among idle rails */
+	int next_rail;			/* rotates ties among idle rails (may
+					 * be nrails: then rail 0) */
 	uint32_t blocked;		/* said -FI_EAGAIN this pass */
 	uint32_t busy;			/* rails with a chunk in flight */
 	uint32_t full;			/* rails at their fill level: */
@@ -278,8 +281,6 @@ static inline void mrl_rail_take(struct mrl_engine *eng,
 	eng->busy |= 1u << chunk->rail;
 	rc->inflight++;
 	rc->inflight_bytes += chunk->len;
-	rc->chunks_posted++;
-	rc->bytes_posted += chunk->len;
 	mrl_rail_level(eng, chunk->rail);
 	chunk->op->inflight++;
 }
@@ -321,9 +322,9 @@ static inline void mrl_op_clean(struct mrl_op *op)
  * The small op's fast path (mrl_rma.c, issue 18): an op of one buffer that
  * goes whole, as its own final chunk, on one rail, without the queue.
  * mrl_engine_whole_take gives its chunk on the lowest rail of rail_mask
- * below its fill level; with every one at its level, on the rail whose
- * turn it is (no loop over the rails, as the general way's least loaded),
- * or the one rail of a mask of one, up to its depth.  The op, clean (see
+ * (within the engine's rails) below its fill level; with every one at its
+ * level, on the first from the turn's rail on (no loop over the rails, as
+ * the general way's least loaded), up to its depth.  The op, clean (see
  * mrl_op_clean), is set as mrl_op_prepare would.  NULL when that rail has
  * no room, no chunk is free or ops are queued before it: the op then goes
  * the general way.  A rail's refusal in an earlier pass does not count
@@ -342,18 +343,23 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 	struct mrl_chunk *chunk;
 	int rail;
 
-	/* every rail at its level: they take turns, up to their depth */
-	if (!open)
-		open = rail_mask & (rail_mask - 1) ?
-		       rail_mask & (1u << eng->next_rail) : rail_mask;
+	/* every rail at its level: they take turns, up to their depth, from
+	 * the turn's rail on (64 bits: next_rail may be 32) */
+	if (!open) {
+		open = rail_mask & (uint32_t) (~0ull << eng->next_rail);
+		if (!open)
+			open = rail_mask;
+	}
 	chunk = eng->free_top;
-	if (!open || !chunk || !mrl_list_empty(&eng->pending))
+	if (!rail_mask || !chunk || !mrl_list_empty(&eng->pending))
 		return NULL;
 	rail = __builtin_ctz(open);
-	if (rail >= eng->nrails || !mrl_rail_has_room(eng, rail, op, op->len))
+	/* mrl_rail_has_room, for an op the rail layer keeps clean (metered)
+	 * and of no more than a rail's bytes (else none is ever taken) */
+	if (eng->rail[rail].inflight >= eng->max_chunks_per_rail ||
+	    eng->rail[rail].inflight_bytes + op->len > eng->max_bytes_per_rail)
 		return NULL;
-	if (eng->full & (1u << rail))
-		eng->next_rail = rail + 1 < eng->nrails ? rail + 1 : 0;
+	eng->next_rail = rail + 1;
 	eng->free_top = chunk->next_free;
 	op->rail_mask = rail_mask;
 	op->chunk_size = op->len;
@@ -367,6 +373,10 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 	mrl_rail_take(eng, chunk);
 	return chunk;
 }
+
+/* The chunks and bytes ever posted on rail. */
+void mrl_engine_rail_posted(const struct mrl_engine *eng, int rail,
+			    uint64_t *chunks, uint64_t *bytes);
 
 /* The core refused the chunk mrl_engine_whole_take gave: all back. */
 void mrl_engine_whole_untake(struct mrl_engine *eng, struct mrl_chunk *chunk);
