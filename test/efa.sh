@@ -67,6 +67,10 @@ FI_EFA_EMU_HMEM=all FI_MULTIRAIL_STRIPE_MIN=2048 FI_MULTIRAIL_CHUNK_SIZE=4096 \
 FI_EFA_EMU_EAGAIN_EVERY=7 FI_EFA_EMU_EAGAIN_BURST=3 FI_EFA_EMU_DELAY_US=300 \
 	FI_MULTIRAIL_STRIPE_MIN=2048 FI_MULTIRAIL_CHUNK_SIZE=4096 \
 	rma -o all -S 1048576 -W 8 -A
+# the same NIC under small ops: an op it refuses was taken on the fast path
+# and goes the general way from its record (every word, every kind back)
+FI_EFA_EMU_EAGAIN_EVERY=5 FI_EFA_EMU_EAGAIN_BURST=2 rma -T -o write -Y 20000 -W 64
+FI_EFA_EMU_EAGAIN_EVERY=5 FI_EFA_EMU_EAGAIN_BURST=2 rma -o all -S 4096 -W 32 -A
 # bad input, refused as over tcp
 FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm run ./test/badinput_test
 # Rail failure (docs/reliability.md), NIC 82 is rail 3.  Its transmits fail

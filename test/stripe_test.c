@@ -921,6 +921,94 @@ static void test_whole_fast_path(void)
 	mrl_engine_fini(&eng);
 }
 
+/* The engine's credit of rail, as a refused take must leave it. */
+struct credit_seen {
+	uint32_t inflight, busy, full;
+	size_t bytes;
+	uint64_t posted, posted_bytes;
+	struct mrl_chunk *free_top;
+};
+
+static struct credit_seen credit_of(const struct mrl_engine *eng, int rail)
+{
+	struct credit_seen c = {
+		.inflight = eng->rail[rail].inflight, .busy = eng->busy,
+		.full = eng->full, .bytes = eng->rail[rail].inflight_bytes,
+		.free_top = eng->free_top,
+	};
+
+	mrl_engine_rail_posted(eng, rail, &c.posted, &c.posted_bytes);
+	return c;
+}
+
+/*
+ * The fast path's take and its undoing: a chunk the core refuses gives
+ * back all it took (credit, levels, the free chunk, the rail's counts); at
+ * their levels the rails take turns from next_rail on, in masks with holes
+ * too (rail 2 of 0xc after a turn on rail 0); after rail 31 the turn is
+ * rail 0's, the general way's as well; what a rail posted is counted once.
+ */
+static void test_whole_take_back(void)
+{
+	struct mrl_op ops[40], refused, general;
+	struct credit_seen before, after;
+	struct mrl_engine eng;
+	struct fake f;
+	int i, rail;
+
+	setup_fill(&eng, &f, 4, 4, 1, 1 << 20);
+	for (i = 0; i < 4; i++)
+		CHECK(post_fast(&eng, &f, &ops[i], 64, 0xf) == i,
+		      "op %d below the levels: rail %d", i, last_rail(&f));
+	CHECK(post_fast(&eng, &f, &ops[4], 64, 0x1) == 0 &&
+	      post_fast(&eng, &f, &ops[5], 64, 0xc) == 2,
+	      "turns at the levels: rail %d, mask 0xc", last_rail(&f));
+
+	before = credit_of(&eng, 3);
+	f.eagain[3] = 1;
+	CHECK(post_fast(&eng, &f, &refused, 64, 0x8) == -1, "not refused");
+	after = credit_of(&eng, 3);
+	CHECK(!memcmp(&before, &after, sizeof(before)) && !refused.inflight,
+	      "refused: inflight %u/%u busy 0x%x/0x%x full 0x%x/0x%x bytes "
+	      "%zu/%zu posted %lu/%lu free chunk %p/%p, op holds %u",
+	      before.inflight, after.inflight, before.busy, after.busy,
+	      before.full, after.full, before.bytes, after.bytes,
+	      (unsigned long) before.posted, (unsigned long) after.posted,
+	      (void *) before.free_top, (void *) after.free_top,
+	      refused.inflight);
+	CHECK(post_fast(&eng, &f, &refused, 64, 0x8) == 3, "not posted after");
+	drain(&eng, &f, 7);
+	CHECK(f.done_calls == 7 && !f.done_err, "%d completions of 7",
+	      f.done_calls);
+	for (rail = 0; rail < 4; rail++) {
+		after = credit_of(&eng, rail);
+		CHECK(after.posted == (uint64_t) f.rail_chunks[rail] &&
+		      after.posted_bytes == 64 * after.posted,
+		      "rail %d: %lu posted (%lu bytes), the core took %d",
+		      rail, (unsigned long) after.posted,
+		      (unsigned long) after.posted_bytes, f.rail_chunks[rail]);
+	}
+	mrl_engine_fini(&eng);
+
+	setup_fill(&eng, &f, 32, 4, 1, 1 << 20);
+	for (i = 0; i < 32; i++)
+		post_fast(&eng, &f, &ops[i], 8, ~0u);
+	CHECK(last_rail(&f) == 31 && eng.full == ~0u,
+	      "32 rails filled: last on rail %d, full 0x%x", last_rail(&f),
+	      eng.full);
+	init_op(&general, 8, 0);
+	mrl_op_prepare(&eng, &general, ~0u, 8);
+	mrl_engine_submit(&eng, &general);
+	CHECK(last_rail(&f) == 0 && f.posted[f.nposted - 1]->op == &general,
+	      "after rail 31 the general way went to rail %d",
+	      last_rail(&f));
+	CHECK(post_fast(&eng, &f, &ops[32], 8, ~0u) == 1,
+	      "the turn after rail 0: rail %d", last_rail(&f));
+	drain(&eng, &f, 8);
+	CHECK(f.done_calls == 34, "%d completions of 34", f.done_calls);
+	mrl_engine_fini(&eng);
+}
+
 /*
  * Byte levels that adapt (mrl_engine_rail_read): a rail starts one step
  * up, so whole ops of 4 KiB spread; reads that find completions raise a
@@ -1102,6 +1190,7 @@ int main(void)
 	test_fill();
 	test_fill_adapt();
 	test_whole_fast_path();
+	test_whole_take_back();
 	test_whole_reissued();
 	test_whole_batch_returned();
 	test_unmetered();
