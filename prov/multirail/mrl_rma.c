@@ -483,25 +483,6 @@ static uint32_t op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 	return rails;
 }
 
-/*
- * The general way found the target's keys for every rail to peer: the
- * next small ops with that key, from a buffer near local, take the fast
- * path.  The entry lives as long as the peer, and a valid one stays so.
- */
-static void set_key_hint(struct mrl_peer *peer, const uint64_t *keyv,
-			 int nrails, uint32_t local)
-{
-	const struct mrl_key_entry *entry =
-		mrl_container_of(keyv, struct mrl_key_entry, keys[0]);
-
-	if (nrails < peer->nrails || peer->partial)
-		return;
-	peer->key_hint = entry;
-	peer->hint_local = local;
-	peer->hint_rails = mrl_sched_near(local, entry->near_mask,
-					  mask_of(peer->nrails));
-}
-
 /* An op checked, to a peer found: into the engine. */
 static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 			 struct mrl_peer *peer)
@@ -526,8 +507,6 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	slot->local_near = local_near(a);
 	slot->key = a->rma_iov->key;
 	slot->key_rails = nrails;
-	if (slot->keyv != slot->keys)	/* the target's entry */
-		set_key_hint(peer, slot->keyv, nrails, slot->local_near);
 	ep->rma_free = req->next_free;
 
 	sched = op_sched(ep, a);
@@ -570,8 +549,8 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 /*
  * The small op's fast path: the keys of every rail to peer (rail 0's from
  * the user's key alone, or the target's, from the peer's key hint), and in
- * *rails those nearest both buffers; NULL where the general way must ask
- * or decide (a key other than the hint's: the general way sets the hint).
+ * *rails those nearest both buffers; NULL for a key other than the hint's
+ * (see one_rekey).
  * *tell: the peer is yet to hear of rails (mrl_ctrl_rails_up; with a
  * control endpoint, of that alone).  Nothing here calls out, so the
  * caller's arguments stay in registers.
@@ -601,6 +580,28 @@ const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 		(*rails & ~peer->rails_up & ~1u) != 0;
 	return entry->keys;
 }
+
+/*
+ * The target's keys for every rail to peer are entry's: the next small ops
+ * with its key, from a buffer near local, take the fast path.  Entries
+ * live as long as the peer, and a valid one stays so.
+ */
+static void set_key_hint(struct mrl_peer *peer,
+			 const struct mrl_key_entry *entry, uint32_t local)
+{
+	if (entry->state != MRL_KEY_VALID || entry->nrails < peer->nrails ||
+	    peer->partial)
+		return;
+	peer->key_hint = entry;
+	peer->hint_local = local;
+	peer->hint_rails = mrl_sched_near(local, entry->near_mask,
+					  mask_of(peer->nrails));
+}
+
+static ssize_t one_rekey(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf,
+			 size_t len, void *desc, fi_addr_t addr, uint64_t raddr,
+			 uint64_t key, void *context, uint64_t data,
+			 uint64_t flags);
 
 /* One buffer's op, as fi_write, fi_writedata and fi_read give it. */
 struct one_args {
@@ -694,15 +695,16 @@ one_submit(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
  * peer whose keys we know and whose rails all work, sent whole on one rail
  * with the core's plain call, nothing asked of it but a completion.
  * Where any of that does not hold: rma_submit, which handles every case
- * (and warns of bad input).  The op's state is the
- * general way's, so failover, fences and completion treat both alike.  It
- * is all recorded before the core's call, so that nothing but the chunk
- * need outlive the call (fewer registers to save): where the core
- * refuses, whole_general takes it from there.  Inline in each caller, so
- * that its arguments stay in registers.  Domain locked.
+ * (and warns of bad input); a key other than the peer's hint: one_rekey
+ * (with rekey).  The op's state is the general way's, so failover, fences
+ * and completion treat both alike.  It is all recorded before the core's
+ * call, so that nothing but the chunk need outlive the call (fewer
+ * registers to save): where the core refuses, whole_general takes it from
+ * there.  Inline in each caller, so that its arguments stay in registers.
+ * Domain locked.
  */
 static inline __attribute__((always_inline))
-ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a)
+ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 {
 	const struct mrl_mr *mr = a->desc;
 	uint64_t flags = a->flags | ep->tx_op_flags;
@@ -728,6 +730,10 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a)
 	/* rail 0's key alone goes to the request's own keys[] */
 	keyv = whole_keys(ep, peer, a->key, slot_of(&req->op)->keys, mr,
 			  &rails, &tell);
+	if (!keyv && rekey)	/* the caller's last call: see one_rekey */
+		return one_rekey(ep, a->kind, a->buf, a->len, a->desc, a->addr,
+				 a->raddr, a->key, a->context, a->data,
+				 a->flags);
 	if (!keyv)
 		goto general;
 	op = &req->op;
@@ -797,7 +803,7 @@ one_locked(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 	ssize_t ret;
 
 	mrl_lock(ep->domain);
-	ret = rma_whole(ep, &a);
+	ret = rma_whole(ep, &a, true);
 	mrl_unlock(ep->domain);
 	return ret;
 }
@@ -816,7 +822,34 @@ ssize_t rma_one(struct fid_ep *ep_fid, const struct one_args *a)
 		return one_locked(ep, a->kind, a->buf, a->len, a->desc, a->addr,
 				  a->raddr, a->key, a->context, a->data,
 				  a->flags);
-	return rma_whole(ep, a);
+	return rma_whole(ep, a, true);
+}
+
+/*
+ * The peer's key hint missed: a program that writes to several of the
+ * target's registrations in turn, or a key new to the fast path.  The
+ * key's entry, once its keys are known for every rail, becomes the hint
+ * and the fast path goes on; else the general way, which asks for them.
+ * Out of line and its caller's last call, so that no argument of the
+ * fast path must outlive a call.  Domain locked.
+ */
+static ssize_t __attribute__((noinline))
+one_rekey(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
+	  void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
+	  void *context, uint64_t data, uint64_t flags)
+{
+	struct one_args a = {
+		.kind = kind, .buf = buf, .len = len, .desc = desc,
+		.addr = addr, .raddr = raddr, .key = key, .context = context,
+		.data = data, .flags = flags,
+	};
+	struct mrl_peer *peer = mrl_av_peer(ep->av, addr);
+	const struct mrl_key_entry *entry = mrl_ctrl_key_lookup(ep, peer, key);
+	const struct mrl_mr *mr = desc;
+
+	if (entry)
+		set_key_hint(peer, entry, mr ? mr->near_mask : 0);
+	return rma_whole(ep, &a, false);
 }
 
 /* The iovs' length; 0 for iovs check_rma refuses anyway. */
