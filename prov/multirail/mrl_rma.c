@@ -644,15 +644,12 @@ ssize_t post_whole(struct mrl_ep *ep, const struct one_args *a,
 }
 
 /*
- * The fast path's chunk was not posted (the core refused it, or a rule
- * the general way keeps applies): all it took goes back, and the op, as
- * the fast path recorded it, goes the general way.
+ * The fast path recorded op (its request still the free list's first) and
+ * went no further: the general way takes it from the record.
  */
 static ssize_t __attribute__((noinline))
-whole_general(struct mrl_ep *ep, struct mrl_chunk *chunk)
+recorded_general(struct mrl_ep *ep, struct mrl_op *op)
 {
-	struct mrl_op *op = chunk->op;
-	struct mrl_rma_req *req = mrl_container_of(op, struct mrl_rma_req, op);
 	struct iovec iov = op->iov[0];
 	void *desc = op->desc[0];
 	struct fi_rma_iov rma = { op->raddr, op->len, slot_of(op)->key };
@@ -662,10 +659,24 @@ whole_general(struct mrl_ep *ep, struct mrl_chunk *chunk)
 		.context = op->context, .data = op->data, .flags = op->flags,
 	};
 
+	return submit_to(ep, &a, op->peer);
+}
+
+/*
+ * The fast path's chunk was not posted (the core refused it, or a rule
+ * the general way keeps applies): all it took goes back, and the op, as
+ * the fast path recorded it, goes the general way.
+ */
+static ssize_t __attribute__((noinline))
+whole_general(struct mrl_ep *ep, struct mrl_chunk *chunk)
+{
+	struct mrl_op *op = chunk->op;
+	struct mrl_rma_req *req = mrl_container_of(op, struct mrl_rma_req, op);
+
 	mrl_engine_whole_untake(&ep->engine, chunk);
 	req->next_free = ep->rma_free;
 	ep->rma_free = req;
-	return submit_to(ep, &a, op->peer);
+	return recorded_general(ep, op);
 }
 
 /*
@@ -752,10 +763,10 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 	slot_of(op)->keyv = keyv;
 	slot_of(op)->key_rails = peer->nrails;
 
+	/* from here on the op is recorded: nothing needs the arguments */
 	chunk = mrl_engine_whole_take(&ep->engine, op, rails);
 	if (!chunk)
-		goto general;
-	/* from here on the op is recorded: nothing needs the arguments */
+		return recorded_general(ep, op);
 	ep->rma_free = req->next_free;
 	if (__builtin_expect(tell, 0))
 		mrl_ctrl_rails_up(ep, peer, rails);
