@@ -618,6 +618,24 @@ struct one_args {
 };
 
 /*
+ * The same, from its parts: the out-of-line ways in (one_locked,
+ * one_rekey) take them one by one, so that the fast path's callers keep
+ * theirs in registers.
+ */
+static inline struct one_args one_args_of(enum mrl_op_kind kind, void *buf,
+					  size_t len, void *desc,
+					  fi_addr_t addr, uint64_t raddr,
+					  uint64_t key, void *context,
+					  uint64_t data, uint64_t flags)
+{
+	return (struct one_args) {
+		.kind = kind, .buf = buf, .len = len, .desc = desc,
+		.addr = addr, .raddr = raddr, .key = key, .context = context,
+		.data = data, .flags = flags,
+	};
+}
+
+/*
  * The core's plain call for a whole op's chunk, from the op's record; the
  * call's kind from the caller's constants (each entry point has its own).
  */
@@ -643,6 +661,28 @@ ssize_t post_whole(struct mrl_ep *ep, const struct one_args *a,
 			op->raddr, key, mrl_chunk_hdr(chunk));
 }
 
+/* One buffer's op as the general way takes it, and where its parts live. */
+struct one_rma {
+	struct iovec iov;
+	void *desc;
+	struct fi_rma_iov rma;
+	struct mrl_rma_args a;
+};
+
+static void one_rma_init(struct one_rma *o, enum mrl_op_kind kind, void *buf,
+			 size_t len, void *desc, uint64_t raddr, uint64_t key,
+			 void *context, uint64_t data, uint64_t flags)
+{
+	o->iov = (struct iovec) { buf, len };
+	o->desc = desc;
+	o->rma = (struct fi_rma_iov) { raddr, len, key };
+	o->a = (struct mrl_rma_args) {
+		.kind = kind, .iov = &o->iov, .desc = &o->desc, .count = 1,
+		.len = len, .rma_iov = &o->rma, .rma_count = 1,
+		.context = context, .data = data, .flags = flags,
+	};
+}
+
 /*
  * The fast path recorded op (its request still the free list's first) and
  * went no further: the general way takes it from the record.
@@ -650,16 +690,12 @@ ssize_t post_whole(struct mrl_ep *ep, const struct one_args *a,
 static ssize_t __attribute__((noinline))
 recorded_general(struct mrl_ep *ep, struct mrl_op *op)
 {
-	struct iovec iov = op->iov[0];
-	void *desc = op->desc[0];
-	struct fi_rma_iov rma = { op->raddr, op->len, slot_of(op)->key };
-	struct mrl_rma_args a = {
-		.kind = op->kind, .iov = &iov, .desc = &desc, .count = 1,
-		.len = op->len, .rma_iov = &rma, .rma_count = 1,
-		.context = op->context, .data = op->data, .flags = op->flags,
-	};
+	struct one_rma o;
 
-	return submit_to(ep, &a, op->peer);
+	one_rma_init(&o, op->kind, op->iov[0].iov_base, op->len, op->desc[0],
+		     op->raddr, slot_of(op)->key, op->context, op->data,
+		     op->flags);
+	return submit_to(ep, &o.a, op->peer);
 }
 
 /*
@@ -689,15 +725,12 @@ one_submit(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 	   void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
 	   void *context, uint64_t data, uint64_t flags)
 {
-	struct iovec iov = { buf, len };
-	struct fi_rma_iov rma = { raddr, len, key };
-	struct mrl_rma_args a = {
-		.kind = kind, .iov = &iov, .desc = &desc, .count = 1,
-		.len = len, .addr = addr, .rma_iov = &rma, .rma_count = 1,
-		.context = context, .data = data, .flags = flags,
-	};
+	struct one_rma o;
 
-	return rma_submit(ep, &a);
+	one_rma_init(&o, kind, buf, len, desc, raddr, key, context, data,
+		     flags);
+	o.a.addr = addr;
+	return rma_submit(ep, &o.a);
 }
 
 /*
@@ -806,11 +839,8 @@ one_locked(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 	   void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
 	   void *context, uint64_t data, uint64_t flags)
 {
-	struct one_args a = {
-		.kind = kind, .buf = buf, .len = len, .desc = desc,
-		.addr = addr, .raddr = raddr, .key = key, .context = context,
-		.data = data, .flags = flags,
-	};
+	struct one_args a = one_args_of(kind, buf, len, desc, addr, raddr, key,
+					context, data, flags);
 	ssize_t ret;
 
 	mrl_lock(ep->domain);
@@ -849,11 +879,8 @@ one_rekey(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 	  void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
 	  void *context, uint64_t data, uint64_t flags)
 {
-	struct one_args a = {
-		.kind = kind, .buf = buf, .len = len, .desc = desc,
-		.addr = addr, .raddr = raddr, .key = key, .context = context,
-		.data = data, .flags = flags,
-	};
+	struct one_args a = one_args_of(kind, buf, len, desc, addr, raddr, key,
+					context, data, flags);
 	struct mrl_peer *peer = mrl_av_peer(ep->av, addr);
 	const struct mrl_key_entry *entry = mrl_ctrl_key_lookup(ep, peer, key);
 	const struct mrl_mr *mr = desc;

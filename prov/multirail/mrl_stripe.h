@@ -378,7 +378,7 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 void mrl_engine_rail_posted(const struct mrl_engine *eng, int rail,
 			    uint64_t *chunks, uint64_t *bytes);
 
-/* The core refused the chunk mrl_engine_whole_take gave: all back. */
+/* The chunk mrl_engine_whole_take gave was not posted: all back. */
 void mrl_engine_whole_untake(struct mrl_engine *eng, struct mrl_chunk *chunk);
 
 /* A chunk completed (err 0) or failed; may finish its op. */
