@@ -989,6 +989,7 @@ static void print_rail_stats(void)
 {
 	struct fi_multirail_ep_ops *ops;
 	struct fi_multirail_rail_stats st;
+	struct fi_multirail_ep_stats es;
 	int r, n;
 
 	if (opt.quiet || !ep ||
@@ -1002,6 +1003,11 @@ static void print_rail_stats(void)
 		       " bytes posted %14" PRIu64 " completed %" PRIu64 " errors\n",
 		       r, st.domain, st.tx_ops, st.tx_bytes, st.bytes_completed, st.errors);
 	}
+	if (ops->size >= offsetof(struct fi_multirail_ep_ops, ep_stats) +
+			 sizeof(ops->ep_stats) &&
+	    !ops->ep_stats(ep, &es, sizeof(es)))
+		printf("# RMA ops that took the general way (not the small "
+		       "op's fast path): %" PRIu64 "\n", es.rma_general);
 }
 
 static void cleanup(void)

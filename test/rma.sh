@@ -37,6 +37,10 @@ FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -T -o writedata -X 2000 -S 65536 -W 16
 for t in -T ""; do
 	FI_MULTIRAIL_RAILS=lo,lo,lo,lo run $t -o write -Y 200000 -W 64
 done
+# each op to another registration of the target than the last (a KV-cache
+# mover's blocks): after the first op to each key, a key change keeps the
+# small op's fast path (fi_multirail_ep_stats), and every word lands
+FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -T -o write -Y 40000 -W 64 -G 4
 # the small ops' completions as the endpoint's bindings ask: a counter of
 # writes and reads (every op counted), FI_SELECTIVE_COMPLETION (entries for
 # the ops that ask alone), and both; every word checked

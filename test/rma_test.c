@@ -37,6 +37,12 @@
  *            the reader's buffer, so progress must read the rails in
  *            turns; every word checked at the target, and every rail
  *            must have carried ops and had them all completed)
+ *            [-G regions] (with -Y: the target's words in that many
+ *            registrations, 2 to 8, each its own key; op i writes to
+ *            registration i % regions, so every op's key differs from
+ *            the last one's; after the first op to each key completes,
+ *            at most one op in 16 may take the general way
+ *            (fi_multirail_ep_stats): a key change keeps the fast path)
  *            [-Z c|s|cs] (with -Y: c, a counter of writes and reads
  *            bound: it counts every op, and the words are read back
  *            too and checked; s, the CQ bound with
@@ -88,6 +94,9 @@ static struct fid_cntr *cntr;		/* -Z's initiator */
 static int selective;			/* -Z */
 static int selective_cq, selective_cntr;	/* -Z s, -Z c */
 static struct fid_mr *mr, *cmr;
+static uint32_t key_regions;		/* -G */
+static struct fid_mr *region_mr[8];
+static uint64_t region_addr[8], region_key[8];
 static char cbuf[64];
 static char rctx, sctx;
 static int rctx_done;	/* the sync message came with the CQ data */
@@ -1164,7 +1173,12 @@ static void enter_netns(const char *pair, int target)
 
 static void teardown(void)
 {
+	uint32_t r;
+
 	fi_close(&ep->fid);
+	for (r = 0; r < key_regions; r++)
+		if (region_mr[r])
+			fi_close(&region_mr[r]->fid);
 	fi_close(&mr->fid);
 	fi_close(&cmr->fid);
 	fi_close(&av->fid);
@@ -1289,6 +1303,71 @@ static uint64_t turns_word(uint64_t seed, uint32_t i)
 	return (seed ^ ((uint64_t) i << 20)) * 0x9e3779b97f4a7c15ULL | 1;
 }
 
+/* -G: op i's word: registration i % regions, its word i / regions. */
+static uint32_t turns_pos(uint32_t count, uint32_t i)
+{
+	if (!key_regions)
+		return i;
+	return (i % key_regions) * (count / key_regions) + i / key_regions;
+}
+
+/* -G, target: each region of the words registered alone, sent. */
+static void regions_send(uint32_t count)
+{
+	size_t len = (size_t) count / key_regions * 8;
+	uint64_t msg[16];
+	uint32_t r;
+
+	for (r = 0; r < key_regions; r++) {
+		CHK(fi_mr_reg(domain, buf + r * len, len, FI_REMOTE_WRITE, 0,
+			      10 + r, 0, &region_mr[r], NULL));
+		msg[2 * r] = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
+			     (uintptr_t) (buf + r * len) : 0;
+		msg[2 * r + 1] = fi_mr_key(region_mr[r]);
+	}
+	xsend(msg, key_regions * 16);
+}
+
+static void regions_recv(void)
+{
+	uint64_t msg[16];
+	uint32_t r;
+
+	if (xrecv(msg, sizeof(msg)) != key_regions * 16)
+		die("-G: the target's keys");
+	for (r = 0; r < key_regions; r++) {
+		region_addr[r] = msg[2 * r];
+		region_key[r] = msg[2 * r + 1];
+	}
+}
+
+/* The RMA ops that took the general way so far. */
+static uint64_t general_ops(void)
+{
+	struct fi_multirail_ep_stats es;
+
+	if (mrl_ops->size < offsetof(struct fi_multirail_ep_ops, ep_stats) +
+			    sizeof(mrl_ops->ep_stats))
+		die("the provider has no ep_stats");
+	CHK(mrl_ops->ep_stats(ep, &es, sizeof(es)));
+	return es.rma_general;
+}
+
+/* -Y op i: to word i, or with -G to its registration's word. */
+static ssize_t turns_post(uint64_t *src, uint32_t count, uint32_t i)
+{
+	uint64_t addr = peer_addr + (uint64_t) i * 8, key = peer_key;
+	uint32_t r;
+
+	if (key_regions) {
+		r = i % key_regions;
+		addr = region_addr[r] + (uint64_t) (i / key_regions) * 8;
+		key = region_key[r];
+	}
+	(void) count;
+	return fi_write(ep, src, 8, fi_mr_desc(mr), peer, addr, key, src);
+}
+
 /*
  * -Y, initiator: fi_multirail_bw's loop (post while the window has room,
  * read 32 completions, post again), each op's source word in the window
@@ -1305,23 +1384,30 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 	void *ctx[32];
 	uint32_t posted = 0, done = 0;
 	double end = now() + TIMEOUT_S;
+	uint64_t general_before = 0, general;	/* -G (+ 1 once read) */
 	int r, nrails;
 	ssize_t n, i;
 	char msg;
 
 	if (!mrl_ops)
 		die("-Y needs multirail");
+	if (key_regions)
+		regions_recv();
 	if (xrecv(&msg, 1) != 1 || msg != 'r')	/* the target poisoned */
 		die("turns: expected 'r'");
 	for (s = 0; s < window; s++)
 		free_slots[s] = s;
 	while (done < count) {
-		while (nfree && posted < count) {
+		/* -G: the first op to each key learns its keys (the general
+		 * way); the count starts once they are back */
+		if (key_regions && done == key_regions && !general_before)
+			general_before = general_ops() + 1;
+		while (nfree && posted < count &&
+		       (!key_regions || posted < key_regions ||
+			done >= key_regions)) {
 			s = free_slots[nfree - 1];
 			src[s] = turns_word(seed, posted);
-			n = fi_write(ep, &src[s], 8, fi_mr_desc(mr), peer,
-				     peer_addr + (uint64_t) posted * 8,
-				     peer_key, &src[s]);
+			n = turns_post(&src[s], count, posted);
 			if (n == -FI_EAGAIN)
 				break;
 			if (n)
@@ -1362,6 +1448,17 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 			    count / (8 * (uint32_t) nrails),
 			    (unsigned long) st.bytes_completed,
 			    (unsigned long) st.tx_bytes);
+	}
+	if (key_regions) {
+		general = general_ops() - (general_before - 1);
+		printf("turns: %u keys in turn: %lu of %u ops after the first "
+		       "to each took the general way\n", key_regions,
+		       (unsigned long) general, count - key_regions);
+		if (general > (count - key_regions) / 16)
+			die("turns: %lu ops took the general way (%u allowed): "
+			    "a key change left the fast path",
+			    (unsigned long) general,
+			    (count - key_regions) / 16);
 	}
 	xsend("d", 1);
 	if (xrecv(&msg, 1) != 1 || msg != 'k')
@@ -1507,6 +1604,8 @@ static void turns_target(uint32_t count, uint64_t seed)
 	char msg;
 
 	memset(buf, POISON, buf_size);
+	if (key_regions)
+		regions_send(count);
 	xsend("r", 1);
 	while (!oob_ready()) {
 		fi_cq_read(cq, NULL, 0);
@@ -1517,7 +1616,7 @@ static void turns_target(uint32_t count, uint64_t seed)
 	if (xrecv(&msg, 1) != 1 || msg != 'd')
 		die("turns: expected 'd'");
 	for (end = now() + TIMEOUT_S; i < count && now() < end;) {
-		if (words[i] == turns_word(seed, i))
+		if (words[turns_pos(count, i)] == turns_word(seed, i))
 			i++;
 		else
 			fi_cq_read(cq, NULL, 0);
@@ -1780,7 +1879,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:Z:Q:T")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:G:Z:Q:T")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -1834,6 +1933,9 @@ int main(int argc, char **argv)
 		case 'Y':
 			turns_count = strtoul(optarg, NULL, 0);
 			break;
+		case 'G':
+			key_regions = strtoul(optarg, NULL, 0);
+			break;
 		case 'Z':
 			selective = 1;
 			selective_cq = !!strchr(optarg, 's');
@@ -1860,7 +1962,7 @@ int main(int argc, char **argv)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence]] [-K] [-X count] [-Y count [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence]] [-K] [-X count] [-Y count [-G regions] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
@@ -1880,6 +1982,11 @@ int main(int argc, char **argv)
 	}
 	if (selective && !turns_count)
 		die("-Z goes with -Y");
+	if (key_regions && (!turns_count || selective || raw ||
+			    key_regions < 2 || key_regions > 8 ||
+			    turns_count % key_regions))
+		die("-G regions: 2 to 8, with -Y (a multiple of them), "
+		    "not -Z or -R");
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		die("socketpair");
 	srand(getpid());

@@ -5,10 +5,14 @@
  *	fi_open_ops(&ep->fid, FI_MULTIRAIL_EP_OPS, 0, (void **) &ops, NULL);
  *	for (i = 0; i < ops->rail_count(ep); i++)
  *		ops->rail_stats(ep, i, &stats);
+ *	if (ops->size >= offsetof(struct fi_multirail_ep_ops, ep_stats) +
+ *			sizeof(ops->ep_stats))
+ *		ops->ep_stats(ep, &ep_stats, sizeof(ep_stats));
  */
 #ifndef FI_EXT_MULTIRAIL_H
 #define FI_EXT_MULTIRAIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <rdma/fabric.h>
 
@@ -43,11 +47,26 @@ struct fi_multirail_rail_stats {
 				 * went to other rails */
 };
 
+/*
+ * The endpoint's own counts.  Fields are only ever added at the end:
+ * ep_stats fills the first size bytes (at most the provider's structure).
+ */
+struct fi_multirail_ep_stats {
+	/* RMA ops that took the general way: those split over rails, and
+	 * those the small op's fast path declined (a key whose keys on the
+	 * other rails are not known yet, device memory, delivery complete,
+	 * a core's refusal, no room); the rest took the fast path */
+	uint64_t rma_general;
+};
+
 struct fi_multirail_ep_ops {
 	size_t size;
 	int (*rail_count)(struct fid_ep *ep);
 	int (*rail_stats)(struct fid_ep *ep, int rail,
 			  struct fi_multirail_rail_stats *stats);
+	/* since 2026-11: size says whether it is there (see above) */
+	int (*ep_stats)(struct fid_ep *ep, struct fi_multirail_ep_stats *stats,
+			size_t size);
 };
 
 #ifdef __cplusplus

@@ -665,6 +665,8 @@ struct mrl_ep {
 	struct fi_cq_tagged_entry poll_e[MRL_CQ_BATCH];
 	fi_addr_t poll_src[MRL_CQ_BATCH];
 	unsigned int poll_calls;
+	uint64_t rma_general;		/* RMA ops the general way took
+					 * (fi_multirail_ep_stats) */
 };
 
 int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,

@@ -618,16 +618,36 @@ static int ext_rail_stats_v2(struct fid_ep *ep_fid, int rail,
 	return ret;
 }
 
+/* The first size bytes of the endpoint's counts (fields only added). */
+static int ext_ep_stats(struct fid_ep *ep_fid,
+			struct fi_multirail_ep_stats *stats, size_t size)
+{
+	struct mrl_ep *ep = mrl_container_of(ep_fid, struct mrl_ep, ep_fid);
+	struct fi_multirail_ep_stats all = { 0 };
+
+	if (!stats) {
+		MRL_WARN(FI_LOG_EP_CTRL, "ep_stats: no structure given\n");
+		return -FI_EINVAL;
+	}
+	mrl_lock(ep->domain);
+	all.rma_general = ep->rma_general;
+	mrl_unlock(ep->domain);
+	memcpy(stats, &all, size < sizeof(all) ? size : sizeof(all));
+	return 0;
+}
+
 static struct fi_multirail_ep_ops mrl_ext_ops = {
 	.size = sizeof(struct fi_multirail_ep_ops),
 	.rail_count = ext_rail_count,
 	.rail_stats = ext_rail_stats,
+	.ep_stats = ext_ep_stats,
 };
 
 static struct fi_multirail_ep_ops mrl_ext_ops_v2 = {
 	.size = sizeof(struct fi_multirail_ep_ops),
 	.rail_count = ext_rail_count,
 	.rail_stats = ext_rail_stats_v2,
+	.ep_stats = ext_ep_stats,
 };
 
 static int mrl_ep_ops_open(struct fid *fid, const char *name, uint64_t flags,

@@ -526,6 +526,7 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	/* with no rail left the engine fails the op: -FI_EHOSTUNREACH */
 	mrl_op_prepare(&ep->engine, &req->op, rails, chunk);
 	mrl_engine_submit(&ep->engine, &req->op);
+	ep->rma_general++;
 	return 0;
 }
 
