@@ -83,8 +83,9 @@ static void read_knobs(void)
 			"faulty transmit (default 0: never)");
 	fi_param_define(&emu_prov, "emu_fail_mode", FI_PARAM_STRING,
 			"Fault: error (transmits complete with FI_EIO, the "
-			"default) or stall (they are carried out but complete "
-			"only when the fault ends, or at close)");
+			"default), stall (they are carried out but complete "
+			"only when the fault ends, or at close) or refuse "
+			"(every post is refused with -FI_EAGAIN)");
 	fi_param_define(&emu_prov, "emu_fail_start", FI_PARAM_STRING,
 			"Fault: what transmit begins it, once FAIL_AFTER are "
 			"done: bytes (one that carries bytes, the default) or "
@@ -95,6 +96,9 @@ static void read_knobs(void)
 	fi_param_define(&emu_prov, "emu_eagain_burst", FI_PARAM_INT,
 			"Fault: posts refused with -FI_EAGAIN per burst "
 			"(default 3)");
+	fi_param_define(&emu_prov, "emu_eagain_nic", FI_PARAM_STRING,
+			"Fault: the EAGAIN bursts on this NIC (decimal PCI "
+			"bus) only (default: every NIC)");
 	fi_param_define(&emu_prov, "emu_delay_us", FI_PARAM_INT,
 			"Fault: every completion is held this long (default 0)");
 
@@ -115,6 +119,7 @@ static void read_knobs(void)
 	fi_param_get_int(&emu_prov, "emu_fail_ms", &emu_knobs.fail_ms);
 	fi_param_get_str(&emu_prov, "emu_fail_mode", &mode);
 	emu_knobs.fail_stall = mode && !strcmp(mode, "stall");
+	emu_knobs.fail_refuse = mode && !strcmp(mode, "refuse");
 	mode = NULL;
 	fi_param_get_str(&emu_prov, "emu_fail_start", &mode);
 	emu_knobs.fail_on_fence = mode && !strcmp(mode, "fence");
@@ -123,6 +128,7 @@ static void read_knobs(void)
 	emu_knobs.eagain_burst = 3;
 	fi_param_get_int(&emu_prov, "emu_eagain_burst",
 			 &emu_knobs.eagain_burst);
+	fi_param_get_str(&emu_prov, "emu_eagain_nic", &emu_knobs.eagain_nic);
 	fi_param_get_int(&emu_prov, "emu_delay_us", &emu_knobs.delay_us);
 	parse_nics(emu_knobs.nics);
 	emu_hmem_init();
@@ -728,14 +734,18 @@ static const struct emu_nic *nic_named(const char *domain)
 	return NULL;
 }
 
-static bool nic_fails(const struct emu_nic *nic)
+/* Is nic the one bus (decimal PCI bus, as the knobs name it) names? */
+static bool nic_is(const struct emu_nic *nic, const char *bus)
 {
 	char want[48];
 
-	if (!emu_knobs.fail_nic)
-		return false;
-	snprintf(want, sizeof(want), "rdmap%ss0-rdm", emu_knobs.fail_nic);
+	snprintf(want, sizeof(want), "rdmap%ss0-rdm", bus);
 	return !strcmp(want, nic->domain);
+}
+
+static bool nic_fails(const struct emu_nic *nic)
+{
+	return emu_knobs.fail_nic && nic_is(nic, emu_knobs.fail_nic);
 }
 
 int emu_domain_open(struct fid_fabric *fabric, struct fi_info *info,
@@ -755,6 +765,8 @@ int emu_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->direct = fab->direct;
 	dom->nic = nic;
 	dom->failing = nic_fails(nic);
+	dom->eagain_here = !emu_knobs.eagain_nic ||
+			   nic_is(nic, emu_knobs.eagain_nic);
 	dom->mr_local = info->domain_attr->mr_mode & FI_MR_LOCAL;
 	dom->rng = (uint64_t) getpid() * 0x9E3779B97F4A7C15ull ^ emu_now_ns();
 	pthread_mutex_init(&dom->lock, NULL);

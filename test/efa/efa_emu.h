@@ -66,9 +66,11 @@ struct emu_knobs {
 	int fail_after;			/* its tx ops that succeed first */
 	int fail_ms;			/* the fault lasts this long; 0: ever */
 	bool fail_stall;		/* stall (completions held) instead */
+	bool fail_refuse;		/* or refuse every post (-FI_EAGAIN) */
 	bool fail_on_fence;		/* a 0-byte RMA begins the fault */
 	int eagain_every;		/* every Nth post starts a burst */
 	int eagain_burst;		/* of this many -FI_EAGAIN */
+	char *eagain_nic;		/* on this NIC only (NULL: all) */
 	int delay_us;			/* completions held this long */
 };
 
@@ -86,6 +88,7 @@ struct emu_domain {
 	bool direct;
 	const struct emu_nic *nic;
 	bool failing;			/* the fault knobs name this NIC */
+	bool eagain_here;		/* the EAGAIN knobs apply here */
 	uint64_t tx_ops;		/* for fail_after */
 	uint64_t fail_start_ns;		/* the first faulty transmit */
 	struct fi_info *core_info;

@@ -114,15 +114,21 @@ static bool tx_faulty(struct emu_ep *ep)
 	return tx_faulty_len(ep, 1);
 }
 
+/* Does the fault complete transmits with an error (not stall, refuse)? */
+static bool fault_errs(void)
+{
+	return !emu_knobs.fail_stall && !emu_knobs.fail_refuse;
+}
+
 /* A transmit that fails: an error completion, like a dead link. */
 static bool tx_fails(struct emu_ep *ep)
 {
-	return !emu_knobs.fail_stall && tx_faulty(ep);
+	return fault_errs() && tx_faulty(ep);
 }
 
 static bool rma_fails(struct emu_ep *ep, size_t len)
 {
-	return !emu_knobs.fail_stall && tx_faulty_len(ep, len);
+	return fault_errs() && tx_faulty_len(ep, len);
 }
 
 /* A stalled NIC carries an RMA out but completes it when the fault ends. */
@@ -144,10 +150,16 @@ static ssize_t fail_req(struct emu_req *req)
 	return 0;
 }
 
-/* Fault knob: every Nth post starts a burst of -FI_EAGAIN. */
+/*
+ * Fault knobs: every Nth post starts a burst of -FI_EAGAIN (on the NIC
+ * EAGAIN_NIC names, or all); a NIC failing with FAIL_MODE=refuse refuses
+ * every post while its fault lasts (each post counted as a transmit).
+ */
 static bool eagain_now(struct emu_ep *ep)
 {
-	if (!emu_knobs.eagain_every)
+	if (emu_knobs.fail_refuse && tx_faulty(ep))
+		return true;
+	if (!emu_knobs.eagain_every || !ep->domain->eagain_here)
 		return false;
 	if (ep->eagain_left > 0) {
 		ep->eagain_left--;
