@@ -71,6 +71,11 @@ FI_EFA_EMU_EAGAIN_EVERY=7 FI_EFA_EMU_EAGAIN_BURST=3 FI_EFA_EMU_DELAY_US=300 \
 # and goes the general way from its record (every word, every kind back)
 FI_EFA_EMU_EAGAIN_EVERY=5 FI_EFA_EMU_EAGAIN_BURST=2 rma -T -o write -Y 20000 -W 64
 FI_EFA_EMU_EAGAIN_EVERY=5 FI_EFA_EMU_EAGAIN_BURST=2 rma -o all -S 4096 -W 32 -A
+# one NIC refusing in bursts, keys in turn: a refusal turns its own op to the
+# general way, not the other rails' ops (at most one in 16 goes there; each
+# of rail 3's refusals alone was 1 in 8 when a refusal turned every op)
+FI_EFA_EMU_EAGAIN_NIC=82 FI_EFA_EMU_EAGAIN_EVERY=10 FI_EFA_EMU_EAGAIN_BURST=2 \
+	rma -T -o write -Y 40000 -W 64 -G 4
 # bad input, refused as over tcp
 FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm run ./test/badinput_test
 # Rail failure (docs/reliability.md), NIC 82 is rail 3.  Its transmits fail
@@ -97,6 +102,16 @@ FI_EFA_EMU_FAIL_NIC=82 FI_EFA_EMU_FAIL_AFTER=50 FI_EFA_EMU_FAIL_MS=2500 \
 	rma -o all -S 16777216 -W 8 -H 3:rejoin
 # It never comes back: the run completes on three rails.
 FI_EFA_EMU_FAIL_NIC=82 FI_EFA_EMU_FAIL_AFTER=50 rma -o all -S 16777216 -W 8 -H 3
+# Its core refuses every post (-FI_EAGAIN) for 1.5 s: chunks go to the other
+# rails, and the flushes before a send, refused too, count toward the
+# deadline: the rail goes out, the send goes on, a probe brings it back.
+FI_EFA_EMU_FAIL_NIC=82 FI_EFA_EMU_FAIL_AFTER=50 FI_EFA_EMU_FAIL_MS=1500 \
+	FI_EFA_EMU_FAIL_MODE=refuse FI_MULTIRAIL_RAIL_TIMEOUT_MS=300 \
+	rma -o all -S 16777216 -W 8 -H 3:rejoin:refused
+# For ever: the run completes on three rails (a send waited for ever when
+# only the chunks' refusals counted)
+FI_EFA_EMU_FAIL_NIC=82 FI_EFA_EMU_FAIL_AFTER=50 FI_EFA_EMU_FAIL_MODE=refuse \
+	FI_MULTIRAIL_RAIL_TIMEOUT_MS=300 rma -o all -S 16777216 -W 8 -H 3:refused
 )
 # The target dies: every op to it comes back, with an error, in bounded time.
 rma -K

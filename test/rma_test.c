@@ -21,11 +21,13 @@
  *            [-F] (write, writev: the writes' completion is announced by
  *            a 0-byte fi_inject_writedata on rail 0, and the target
  *            checks every byte when its CQ entry arrives)
- *            [-H rail[:rejoin][:fence]] (that rail fails, through the
- *            caller's fault knobs: by the end it must have been taken
- *            out of service and its chunks re-issued elsewhere (:fence:
- *            the fault began under a fence, no chunk there), and with
- *            :rejoin be back in service; every op must still succeed)
+ *            [-H rail[:rejoin][:fence][:refused]] (that rail fails,
+ *            through the caller's fault knobs: by the end it must have
+ *            been taken out of service and its chunks re-issued
+ *            elsewhere (:fence: the fault began under a fence, no chunk
+ *            there; :refused: the core refuses every post there, no
+ *            chunk is taken), and with :rejoin be back in service;
+ *            every op must still succeed)
  *            [-X count] (write or writedata: stream count ops of -S
  *            bytes, -W in flight, delivery complete, each verified by the
  *            target after its completion, writedata's at its CQ entry
@@ -42,7 +44,8 @@
  *            registration i % regions, so every op's key differs from
  *            the last one's; after the first op to each key completes,
  *            at most one op in 16 may take the general way
- *            (fi_multirail_ep_stats): a key change keeps the fast path)
+ *            (fi_multirail_ep_stats): a key change keeps the fast path,
+ *            and so do refusals on one rail for the others' ops)
  *            [-Z c|s|cs] (with -Y: c, a counter of writes and reads
  *            bound: it counts every op, and the words are read back
  *            too and checked; s, the CQ bound with
@@ -423,6 +426,7 @@ static size_t slot(const struct plan *p)
 }
 
 static int health_rail = -1, health_rejoin, health_fence;	/* -H */
+static int health_refused;	/* -H ...:refused: the core refuses posts */
 #define NO_RAILS_UP_CHECK	(~0ull)
 
 /* Core RMA ops posted so far (sum over rails), with per-rail bytes. */
@@ -1029,7 +1033,7 @@ static void check_health(void)
 	       (unsigned long) st.rejoins, (unsigned long) st.probes,
 	       (unsigned long) st.reissued, (unsigned long) st.errors,
 	       st.peers_down);
-	if (!st.downs || (!st.reissued && !health_fence))
+	if (!st.downs || (!st.reissued && !health_fence && !health_refused))
 		die("rail %d was never taken out of service", health_rail);
 	if (health_rejoin && (st.state != FI_MULTIRAIL_RAIL_UP ||
 			      !st.rejoins || st.peers_down))
@@ -1435,10 +1439,10 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 	nrails = mrl_ops->rail_count(ep);
 	for (r = 0; r < nrails; r++) {
 		CHK(mrl_ops->rail_stats(ep, r, &st));
-		printf("turns: rail %d: %lu ops, %lu of %lu bytes completed\n",
-		       r, (unsigned long) st.tx_ops,
+		printf("turns: rail %d: %lu ops, %lu of %lu bytes completed, "
+		       "%lu down(s)\n", r, (unsigned long) st.tx_ops,
 		       (unsigned long) st.bytes_completed,
-		       (unsigned long) st.tx_bytes);
+		       (unsigned long) st.tx_bytes, (unsigned long) st.downs);
 		/* the window fills every rail to its level, all the time */
 		if (st.tx_ops < count / (8 * (uint32_t) nrails) ||
 		    st.bytes_completed != st.tx_bytes)
@@ -1456,7 +1460,8 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 		       (unsigned long) general, count - key_regions);
 		if (general > (count - key_regions) / 16)
 			die("turns: %lu ops took the general way (%u allowed): "
-			    "a key change left the fast path",
+			    "a key change, or one rail's refusals, turned "
+			    "ops from the fast path",
 			    (unsigned long) general,
 			    (count - key_regions) / 16);
 	}
@@ -1945,6 +1950,7 @@ int main(int argc, char **argv)
 			health_rail = atoi(optarg);
 			health_rejoin = !!strstr(optarg, ":rejoin");
 			health_fence = !!strstr(optarg, ":fence");
+			health_refused = !!strstr(optarg, ":refused");
 			break;
 		case 'Q':
 			init_format = !strcmp(optarg, "context") ?
@@ -1962,7 +1968,7 @@ int main(int argc, char **argv)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence]] [-K] [-X count] [-Y count [-G regions] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :

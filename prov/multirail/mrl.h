@@ -293,8 +293,13 @@ struct mrl_peer {
 	struct mrl_peer_fence fence;
 	uint32_t rails_down;		/* out of service for this peer */
 	struct mrl_peer_health *health;
-	uint32_t refused_rails;		/* core said -FI_EAGAIN, since: */
-	uint64_t refused_since_ns;
+	uint32_t refused_rails;		/* the core said -FI_EAGAIN to the
+					 * last post there */
+	struct {
+		uint32_t since_ms;	/* the streak's first refusal */
+		uint32_t last_ms;	/* and its latest */
+		uint32_t completions;	/* the rail's, then (low bits) */
+	} refused[MRL_MAX_RAILS];	/* mrl_health_refused */
 	int nrails;			/* rails of the peer we can reach */
 	int peer_nrails;		/* rails the peer has */
 	bool partial;			/* full address not learned yet */

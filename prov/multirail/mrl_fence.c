@@ -53,7 +53,12 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		ep->rails[rail].fences++;
 		f->dirty &= ~bit(rail);
 		f->inflight |= bit(rail);
-	} else if (ret != -FI_EAGAIN) {
+		peer->refused_rails &= ~bit(rail);	/* a post passed */
+	} else if (ret == -FI_EAGAIN) {
+		/* a rail that refuses every flush is taken out after the
+		 * deadline, as for chunks; then the send goes on */
+		mrl_health_refused(ep, peer, rail);
+	} else {
 		/* the core cannot flush: the send goes on unordered */
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: fence write: %s\n",
 			      rail, fi_strerror((int) -ret));

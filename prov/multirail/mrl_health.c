@@ -208,32 +208,36 @@ bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
 }
 
 /*
- * The core refused a post to peer on rail (-FI_EAGAIN).  The rails that
- * refuse since the first refusal of a streak are taken out together once
- * the streak is older than the deadline; a post that passes on a rail
- * clears that rail (mrl_health_posted), and the streak with the last.
+ * The core refused a post to peer on rail (-FI_EAGAIN).  A rail is taken
+ * out once it has refused every post there for longer than the deadline.
+ * Its streak begins with a refusal after a general-way post there passed
+ * (which clears its bit: mrl_rma_post_chunk), after the rail completed
+ * anything (the fast path's posts clear nothing: a rail that completes is
+ * not stuck), or after a gap longer than the deadline in which nothing
+ * was tried there (a rail left alone proves nothing).  Each rail is judged
+ * by its own streak, so a rail that refused once and then carried nothing
+ * is not taken out with one refusing now.
  */
 void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
-	uint32_t rails;
-	int r;
+	uint32_t deadline = (uint32_t) mrl_params.rail_timeout_ms, now_ms;
+	uint32_t done = (uint32_t) ep->engine.rail[rail].completions;
 
 	if (!ep->now_ns)
 		ep->now_ns = clock_ns();
-	if (!peer->refused_rails)
-		peer->refused_since_ns = ep->now_ns;
+	now_ms = (uint32_t) (ep->now_ns / 1000000);	/* differences wrap */
+	if (!(peer->refused_rails & bit(rail)) ||
+	    peer->refused[rail].completions != done ||
+	    now_ms - peer->refused[rail].last_ms > deadline)
+		peer->refused[rail].since_ms = now_ms;
+	peer->refused[rail].last_ms = now_ms;
+	peer->refused[rail].completions = done;
 	peer->refused_rails |= bit(rail);
-	if (!mrl_params.rail_timeout_ms ||
-	    ep->now_ns - peer->refused_since_ns <=
-	    ms_ns(mrl_params.rail_timeout_ms))
+	if (!deadline || now_ms - peer->refused[rail].since_ms <= deadline)
 		return;
-	rails = peer->refused_rails;
-	peer->refused_rails = 0;
-	for (r = 0; rails >> r; r++) {
-		if (rails & bit(r))
-			rail_down(ep, peer, r, "the core refused every post "
-				  "for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS");
-	}
+	peer->refused_rails &= ~bit(rail);
+	rail_down(ep, peer, rail, "the core refused every post for longer "
+		  "than FI_MULTIRAIL_RAIL_TIMEOUT_MS");
 }
 
 /* Where probes go: the peer's latest op, refreshed while it is sick. */

@@ -717,6 +717,19 @@ whole_general(struct mrl_ep *ep, struct mrl_chunk *chunk)
 }
 
 /*
+ * The core refused the fast path's chunk (ret): a refusal counts in the
+ * rail's streak (mrl_health_refused; the general way's retry may add
+ * another), and the general way takes the op.
+ */
+static ssize_t __attribute__((noinline))
+whole_refused(struct mrl_ep *ep, struct mrl_chunk *chunk, ssize_t ret)
+{
+	if (ret == -FI_EAGAIN)
+		mrl_health_refused(ep, chunk->op->peer, chunk->rail);
+	return whole_general(ep, chunk);
+}
+
+/*
  * The general way of one buffer's op, when the fast path declines it.
  * Its arguments one by one: a struct built for it would be built on every
  * call, the fast path's too.
@@ -759,6 +772,7 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 	struct mrl_peer *peer;
 	struct mrl_op *op;
 	uint32_t rails;
+	ssize_t ret;
 	bool tell;
 	int rail;
 
@@ -805,9 +819,6 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 	if (__builtin_expect(tell, 0))
 		mrl_ctrl_rails_up(ep, peer, rails);
 	rail = chunk->rail;
-	/* a streak of refusals is timed by the general way's posts */
-	if (peer->refused_rails)
-		return whole_general(ep, chunk);
 	if (a->kind == MRL_OP_WRITE && rail) {
 		if (mrl_fence_owned_elsewhere(ep, peer))
 			return whole_general(ep, chunk); /* a flush of its own */
@@ -815,8 +826,9 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 		 * refuse: a flush more, never one less) */
 		mrl_fence_mark(ep, peer, rail, op->raddr, keyv[rail]);
 	}
-	if (post_whole(ep, a, op, chunk, keyv[rail]))
-		return whole_general(ep, chunk);
+	ret = post_whole(ep, a, op, chunk, keyv[rail]);
+	if (ret)
+		return whole_refused(ep, chunk, ret);
 	return 0;
 general:
 	return one_submit(ep, a->kind, a->buf, a->len, a->desc, a->addr,
