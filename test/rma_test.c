@@ -42,8 +42,9 @@
  *            [-G regions] (with -Y: the target's words in that many
  *            registrations, 2 to 8, each its own key; op i writes to
  *            registration i % regions, so every op's key differs from
- *            the last one's; after the first op to each key completes,
- *            at most one op in 16 may take the general way
+ *            the last one's; once a round of one op to each key takes
+ *            the fast path (the keys came back), at most one op in 16
+ *            may take the general way
  *            (fi_multirail_ep_stats): a key change keeps the fast path,
  *            and so do refusals on one rail for the others' ops)
  *            [-Z c|s|cs] (with -Y: c, a counter of writes and reads
@@ -1373,6 +1374,37 @@ static ssize_t turns_post(uint64_t *src, uint32_t count, uint32_t i)
 }
 
 /*
+ * -G: the first op to each key written again (its word, its value), one at
+ * a time, until a whole round takes the fast path: the target's keys for
+ * the other rails came back (how long that takes depends on the machine's
+ * load; the count starts after it).
+ */
+static void settle_keys(uint64_t *src, uint32_t count, uint64_t seed)
+{
+	double end = now() + TIMEOUT_S;
+	uint64_t before;
+	void *ctx[32];
+	uint32_t r;
+	ssize_t n;
+
+	do {
+		before = general_ops();
+		for (r = 0; r < key_regions; r++) {
+			src[0] = turns_word(seed, r);
+			while ((n = turns_post(&src[0], count, r)) == -FI_EAGAIN)
+				read_contexts(ctx, "turns");
+			if (n)
+				die("turns: fi_write %zd", n);
+			while (!read_contexts(ctx, "turns"))
+				if (now() > end)
+					die("turns: no completion");
+		}
+		if (now() > end)
+			die("turns: the keys never took the fast path");
+	} while (general_ops() != before);
+}
+
+/*
  * -Y, initiator: fi_multirail_bw's loop (post while the window has room,
  * read 32 completions, post again), each op's source word in the window
  * slot it holds until its completion.  Then every rail must have carried
@@ -1404,8 +1436,10 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 	while (done < count) {
 		/* -G: the first op to each key learns its keys (the general
 		 * way); the count starts once they are back */
-		if (key_regions && done == key_regions && !general_before)
+		if (key_regions && done == key_regions && !general_before) {
+			settle_keys(src, count, seed);
 			general_before = general_ops() + 1;
+		}
 		while (nfree && posted < count &&
 		       (!key_regions || posted < key_regions ||
 			done >= key_regions)) {
