@@ -1489,8 +1489,8 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 	}
 	if (key_regions) {
 		general = general_ops() - (general_before - 1);
-		printf("turns: %u keys in turn: %lu of %u ops after the first "
-		       "to each took the general way\n", key_regions,
+		printf("turns: %u keys in turn: %lu of %u ops after the keys "
+		       "came back took the general way\n", key_regions,
 		       (unsigned long) general, count - key_regions);
 		if (general > (count - key_regions) / 16)
 			die("turns: %lu ops took the general way (%u allowed): "
