@@ -792,6 +792,12 @@ void mrl_peer_free(struct mrl_peer *peer);
 void mrl_health_chunk_failed(struct mrl_ep *ep, struct mrl_chunk *chunk,
 			     int err);
 void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
+
+/* A post to peer on rail passed: the rail's refusal streak ends. */
+static inline void mrl_health_posted(struct mrl_peer *peer, int rail)
+{
+	peer->refused_rails &= ~(1u << rail);
+}
 bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
 			    int rail, int err);
 void mrl_health_note_target(struct mrl_peer *peer, int nrails,

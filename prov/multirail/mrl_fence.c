@@ -53,7 +53,7 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		ep->rails[rail].fences++;
 		f->dirty &= ~bit(rail);
 		f->inflight |= bit(rail);
-		peer->refused_rails &= ~bit(rail);	/* a post passed */
+		mrl_health_posted(peer, rail);
 	} else if (ret == -FI_EAGAIN) {
 		/* a rail that refuses every flush is taken out after the
 		 * deadline, as for chunks; then the send goes on */

@@ -210,8 +210,8 @@ bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
 /*
  * The core refused a post to peer on rail (-FI_EAGAIN).  A rail is taken
  * out once it has refused every post there for longer than the deadline.
- * Its streak begins with a refusal after a general-way post there passed
- * (which clears its bit: mrl_rma_post_chunk), after the rail completed
+ * Its streak begins with a refusal after a general-way post or a flush
+ * there passed (mrl_health_posted), after the rail completed
  * anything (the fast path's posts clear nothing: a rail that completes is
  * not stuck), or after a gap longer than the deadline in which nothing
  * was tried there (a rail left alone proves nothing).  Each rail is judged

@@ -243,7 +243,7 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 		ret = post_msg(ep, chunk, key, needs);
 
 	if (!ret) {
-		peer->refused_rails &= ~(1u << chunk->rail);
+		mrl_health_posted(peer, chunk->rail);
 		if (needs & MRL_SCHED_FENCE)
 			mrl_fence_write_posted(ep, peer, chunk->rail,
 					       op->raddr + chunk->offset, key);
