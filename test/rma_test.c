@@ -1359,7 +1359,7 @@ static uint64_t general_ops(void)
 }
 
 /* -Y op i: to word i, or with -G to its registration's word. */
-static ssize_t turns_post(uint64_t *src, uint32_t count, uint32_t i)
+static ssize_t turns_post(uint64_t *src, uint32_t i)
 {
 	uint64_t addr = peer_addr + (uint64_t) i * 8, key = peer_key;
 	uint32_t r;
@@ -1369,7 +1369,6 @@ static ssize_t turns_post(uint64_t *src, uint32_t count, uint32_t i)
 		addr = region_addr[r] + (uint64_t) (i / key_regions) * 8;
 		key = region_key[r];
 	}
-	(void) count;
 	return fi_write(ep, src, 8, fi_mr_desc(mr), peer, addr, key, src);
 }
 
@@ -1379,7 +1378,7 @@ static ssize_t turns_post(uint64_t *src, uint32_t count, uint32_t i)
  * the other rails came back (how long that takes depends on the machine's
  * load; the count starts after it).
  */
-static void settle_keys(uint64_t *src, uint32_t count, uint64_t seed)
+static void settle_keys(uint64_t *src, uint64_t seed)
 {
 	double end = now() + TIMEOUT_S;
 	uint64_t before;
@@ -1391,7 +1390,7 @@ static void settle_keys(uint64_t *src, uint32_t count, uint64_t seed)
 		before = general_ops();
 		for (r = 0; r < key_regions; r++) {
 			src[0] = turns_word(seed, r);
-			while ((n = turns_post(&src[0], count, r)) == -FI_EAGAIN)
+			while ((n = turns_post(&src[0], r)) == -FI_EAGAIN)
 				read_contexts(ctx, "turns");
 			if (n)
 				die("turns: fi_write %zd", n);
@@ -1437,7 +1436,7 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 		/* -G: the first op to each key learns its keys (the general
 		 * way); the count starts once they are back */
 		if (key_regions && done == key_regions && !general_before) {
-			settle_keys(src, count, seed);
+			settle_keys(src, seed);
 			general_before = general_ops() + 1;
 		}
 		while (nfree && posted < count &&
@@ -1445,7 +1444,7 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 			done >= key_regions)) {
 			s = free_slots[nfree - 1];
 			src[s] = turns_word(seed, posted);
-			n = turns_post(&src[s], count, posted);
+			n = turns_post(&src[s], posted);
 			if (n == -FI_EAGAIN)
 				break;
 			if (n)
