@@ -41,6 +41,10 @@ done
 # mover's blocks): after the first op to each key, a key change keeps the
 # small op's fast path (fi_multirail_ep_stats), and every word lands
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -T -o write -Y 40000 -W 64 -G 4
+# delivery complete as the endpoint's transmit default (set after
+# fi_enable): every small op takes the general way, which asks the core
+# for it; every word lands
+FI_MULTIRAIL_RAILS=lo,lo run -T -o write -Y 4000 -W 64 -D
 # the small ops' completions as the endpoint's bindings ask: a counter of
 # writes and reads (every op counted), FI_SELECTIVE_COMPLETION (entries for
 # the ops that ask alone), and both; every word checked

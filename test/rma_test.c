@@ -47,6 +47,10 @@
  *            may take the general way
  *            (fi_multirail_ep_stats): a key change keeps the fast path,
  *            and so do refusals on one rail for the others' ops)
+ *            [-D] (with -Y: the initiator's transmit default, set
+ *            after fi_enable (FI_SETOPSFLAG), asks for delivery
+ *            complete: every op must take the general way, which
+ *            posts it so (fi_multirail_ep_stats))
  *            [-Z c|s|cs] (with -Y: c, a counter of writes and reads
  *            bound: it counts every op, and the words are read back
  *            too and checked; s, the CQ bound with
@@ -99,6 +103,7 @@ static int selective;			/* -Z */
 static int selective_cq, selective_cntr;	/* -Z s, -Z c */
 static struct fid_mr *mr, *cmr;
 static uint32_t key_regions;		/* -G */
+static int tx_delivery_complete;	/* -D */
 static struct fid_mr *region_mr[8];
 static uint64_t region_addr[8], region_key[8];
 static char cbuf[64];
@@ -1426,6 +1431,11 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 
 	if (!mrl_ops)
 		die("-Y needs multirail");
+	if (tx_delivery_complete) {
+		uint64_t flags = FI_TRANSMIT | FI_DELIVERY_COMPLETE;
+
+		CHK(fi_control(&ep->fid, FI_SETOPSFLAG, &flags));
+	}
 	if (key_regions)
 		regions_recv();
 	if (xrecv(&msg, 1) != 1 || msg != 'r')	/* the target poisoned */
@@ -1497,6 +1507,16 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 			    "ops from the fast path",
 			    (unsigned long) general,
 			    (count - key_regions) / 16);
+	}
+	if (tx_delivery_complete) {
+		general = general_ops();
+		printf("turns: delivery complete by default: %lu of %u ops "
+		       "took the general way\n", (unsigned long) general,
+		       count);
+		if (general != count)
+			die("turns: %lu of %u ops took the fast path, which "
+			    "posts none delivery complete",
+			    (unsigned long) (count - general), count);
 	}
 	xsend("d", 1);
 	if (xrecv(&msg, 1) != 1 || msg != 'k')
@@ -1917,7 +1937,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:G:Z:Q:T")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:G:Z:Q:TD")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -1974,6 +1994,9 @@ int main(int argc, char **argv)
 		case 'G':
 			key_regions = strtoul(optarg, NULL, 0);
 			break;
+		case 'D':
+			tx_delivery_complete = 1;
+			break;
 		case 'Z':
 			selective = 1;
 			selective_cq = !!strchr(optarg, 's');
@@ -2001,7 +2024,7 @@ int main(int argc, char **argv)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions] [-D] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :

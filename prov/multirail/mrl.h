@@ -291,7 +291,16 @@ struct mrl_peer_health {
 
 struct mrl_peer {
 	struct mrl_peer_fence fence;
-	uint32_t rails_down;		/* out of service for this peer */
+	/* the fast path declines while either is set: one load tests both */
+	union {
+		struct {
+			uint32_t rails_down;	/* out of service for this
+						 * peer */
+			uint32_t partial;	/* 1: full address not learned
+						 * yet */
+		};
+		uint64_t fast_off;
+	};
 	struct mrl_peer_health *health;
 	uint32_t refused_rails;		/* the core said -FI_EAGAIN to the
 					 * last post there */
@@ -302,7 +311,6 @@ struct mrl_peer {
 	} refused[MRL_MAX_RAILS];	/* mrl_health_refused */
 	int nrails;			/* rails of the peer we can reach */
 	int peer_nrails;		/* rails the peer has */
-	bool partial;			/* full address not learned yet */
 	bool hello_sent;
 	uint32_t hello_nonce;		/* our HELLO's: the HELLO_ACK that
 					 * completes a partial peer echoes it */
@@ -631,7 +639,9 @@ struct mrl_ep {
 	struct mrl_msg_req *msg_free;
 	size_t msg_pool_size;
 	uint32_t rr_next;		/* round-robin rail for small ops */
-	size_t whole_max;		/* the fast path's ops: len - 1 below */
+	size_t whole_max;		/* the fast path's ops: len - 1 below
+					 * (mrl_rma_tx_flags_set) */
+	size_t whole_limit;		/* the same, flags aside */
 	struct mrl_sched_params sched;		/* host memory */
 	struct mrl_sched_params sched_device;	/* FI_HMEM other than system */
 
@@ -706,6 +716,7 @@ extern struct fi_ops_msg mrl_msg_ops;
 extern struct fi_ops_tagged mrl_tagged_ops;
 int mrl_rma_init(struct mrl_ep *ep);
 void mrl_rma_fini(struct mrl_ep *ep);
+void mrl_rma_tx_flags_set(struct mrl_ep *ep, uint64_t flags);
 void mrl_rma_sched_init(struct mrl_ep *ep);
 int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk);
 int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,

@@ -299,7 +299,7 @@ static int mrl_ep_control(struct fid *fid, int command, void *arg)
 		break;
 	case FI_SETOPSFLAG:
 		if (*flags & FI_TRANSMIT)
-			ep->tx_op_flags = *flags & ~FI_TRANSMIT;
+			mrl_rma_tx_flags_set(ep, *flags & ~FI_TRANSMIT);
 		else if (*flags & FI_RECV)
 			ep->rx_op_flags = *flags & ~FI_RECV;
 		else

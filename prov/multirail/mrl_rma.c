@@ -100,6 +100,19 @@ int mrl_rma_init(struct mrl_ep *ep)
 	return 0;
 }
 
+/*
+ * The endpoint's transmit flags, and with them the fast path's size: none
+ * where every op asks for delivery completion or carries CQ data (the
+ * fast path's core call is its entry point's alone), so that it tests the
+ * size alone.
+ */
+void mrl_rma_tx_flags_set(struct mrl_ep *ep, uint64_t flags)
+{
+	ep->tx_op_flags = flags;
+	ep->whole_max = (flags & (FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)) ?
+			0 : ep->whole_limit;
+}
+
 /* Host and device memory are cut by their own rules (mrl_sched_device). */
 void mrl_rma_sched_init(struct mrl_ep *ep)
 {
@@ -118,15 +131,16 @@ void mrl_rma_sched_init(struct mrl_ep *ep)
 			      mrl_params.hmem_chunk_size, MRL_CHUNK_ALIGN);
 	/* the fast path's ops: under the stripe size, one chunk (len - 1 <
 	 * whole_max); none where another policy decides */
-	ep->whole_max = 0;
+	ep->whole_limit = 0;
 	if (ep->sched.policy == MRL_POLICY_AUTO && ep->sched.stripe_min &&
 	    !(ep->domain->mr_mode & FI_MR_RAW)) {
-		ep->whole_max = ep->sched.stripe_min - 1;
-		if (ep->whole_max > ep->sched.max_chunk)
-			ep->whole_max = ep->sched.max_chunk;
-		if (ep->whole_max > ep->info->ep_attr->max_msg_size)
-			ep->whole_max = ep->info->ep_attr->max_msg_size;
+		ep->whole_limit = ep->sched.stripe_min - 1;
+		if (ep->whole_limit > ep->sched.max_chunk)
+			ep->whole_limit = ep->sched.max_chunk;
+		if (ep->whole_limit > ep->info->ep_attr->max_msg_size)
+			ep->whole_limit = ep->info->ep_attr->max_msg_size;
 	}
+	mrl_rma_tx_flags_set(ep, ep->tx_op_flags);
 	mrl_sched_device(&ep->sched,
 			 !strcmp(core->fabric_attr->prov_name, "shm"),
 			 mrl_params.hmem_stripe_min, mrl_params.hmem_chunk_size,
@@ -780,11 +794,10 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 	 * post_whole */
 	if (a->len - 1 >= ep->whole_max || !req ||
 	    (a->flags & FI_DELIVERY_COMPLETE) ||
-	    (ep->tx_op_flags & (FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)) ||
 	    (mr ? mr->iface != FI_HMEM_SYSTEM : ep->domain->core_mr_local))
 		goto general;
 	peer = mrl_av_peer(ep->av, a->addr);
-	if (!peer || peer->partial || peer->rails_down)
+	if (!peer || peer->fast_off)
 		goto general;
 	/* rail 0's key alone goes to the request's own keys[] */
 	keyv = whole_keys(ep, peer, a->key, slot_of(&req->op)->keys, mr,

@@ -325,8 +325,8 @@ static inline void mrl_op_clean(struct mrl_op *op)
  * (within the engine's rails) below its fill level; with every one at its
  * level, on the first from the turn's rail on (no loop over the rails, as
  * the general way's least loaded), up to its depth.  The op, clean (see
- * mrl_op_clean), is set as mrl_op_prepare would.  NULL when that rail has
- * no room, no chunk is free or ops are queued before it: the op then goes
+ * mrl_op_clean), is set as mrl_op_prepare would.  NULL when that rail is
+ * at its depth, no chunk is free or ops are queued before it: the op goes
  * the general way.  A rail's refusal in an earlier pass does not count
  * here: this is a new one.
  *
@@ -354,10 +354,9 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 	if (!rail_mask || !chunk || !mrl_list_empty(&eng->pending))
 		return NULL;
 	rail = __builtin_ctz(open);
-	/* mrl_rail_has_room, for an op the rail layer keeps clean (metered)
-	 * and of no more than a rail's bytes (else none is ever taken) */
-	if (eng->rail[rail].inflight >= eng->max_chunks_per_rail ||
-	    eng->rail[rail].inflight_bytes + op->len > eng->max_bytes_per_rail)
+	/* the rail's depth bounds what the core holds; its byte budget,
+	 * there to share a large op's bytes, is not a small op's concern */
+	if (eng->rail[rail].inflight >= eng->max_chunks_per_rail)
 		return NULL;
 	eng->next_rail = rail + 1;
 	eng->free_top = chunk->next_free;
