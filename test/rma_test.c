@@ -47,6 +47,9 @@
  *            may take the general way
  *            (fi_multirail_ep_stats): a key change keeps the fast path,
  *            and so do refusals on one rail for the others' ops)
+ *            [-B] (with -Y: no rail carries more than twice its
+ *            share: the target's keys for the other rails came back
+ *            early, a question the core refused included)
  *            [-D] (with -Y: the initiator's transmit default, set
  *            after fi_enable (FI_SETOPSFLAG), asks for delivery
  *            complete: every op must take the general way, which
@@ -104,6 +107,7 @@ static int selective_cq, selective_cntr;	/* -Z s, -Z c */
 static struct fid_mr *mr, *cmr;
 static uint32_t key_regions;		/* -G */
 static int tx_delivery_complete;	/* -D */
+static int rails_balanced;		/* -B */
 static struct fid_mr *region_mr[8];
 static uint64_t region_addr[8], region_key[8];
 static char cbuf[64];
@@ -1495,6 +1499,11 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 			    count / (8 * (uint32_t) nrails),
 			    (unsigned long) st.bytes_completed,
 			    (unsigned long) st.tx_bytes);
+		if (rails_balanced &&
+		    st.tx_ops > 2 * (uint64_t) count / (uint32_t) nrails)
+			die("turns: rail %d carried %lu ops, more than twice "
+			    "its share (%u): the other rails' keys came late",
+			    r, (unsigned long) st.tx_ops, count / nrails);
 	}
 	if (key_regions) {
 		general = general_ops() - (general_before - 1);
@@ -1937,7 +1946,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:G:Z:Q:TD")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:G:Z:Q:TDB")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -1997,6 +2006,9 @@ int main(int argc, char **argv)
 		case 'D':
 			tx_delivery_complete = 1;
 			break;
+		case 'B':
+			rails_balanced = 1;
+			break;
 		case 'Z':
 			selective = 1;
 			selective_cq = !!strchr(optarg, 's');
@@ -2024,7 +2036,7 @@ int main(int argc, char **argv)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions] [-D] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions] [-B] [-D] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :

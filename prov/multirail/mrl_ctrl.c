@@ -524,6 +524,16 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 	if (e) {
 		if (e->state != MRL_KEY_PENDING)
 			return e;
+		/*
+		 * A question the core refused waits in the backlog, which
+		 * progress tries once a call, at the same point of each; the
+		 * ops to its key are posted in between.  A core refusing in a
+		 * fixed pattern (the test provider's bursts) can then refuse
+		 * that one try every time while the ops pass, and the question
+		 * waits for the re-ask.  So each op to the key tries it first.
+		 */
+		if (ep->ctrl_backlog)
+			mrl_ctrl_progress(ep);
 		t = now_ns();
 		if (t - e->asked_ns > MRL_KEY_REASK_NS &&
 		    !send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key, e->nonce))
