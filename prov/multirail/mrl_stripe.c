@@ -129,10 +129,12 @@ static bool rail_has_credit(const struct mrl_engine *eng, int rail,
  * rail full, the least loaded rail with credit; ties rotate so idle rails
  * share.
  */
-/* Where the turn is: next_rail may be one past the last rail. */
+/* Where the turn is: past the last rail, rail 0. */
 static int turn_rail(const struct mrl_engine *eng)
 {
-	return eng->next_rail < eng->nrails ? eng->next_rail : 0;
+	int r = eng->turn ? __builtin_ctz(eng->turn) : 0;
+
+	return r < eng->nrails ? r : 0;
 }
 
 static int pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
@@ -156,7 +158,7 @@ static int pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
 			best = r;
 	}
 	if (best >= 0)
-		eng->next_rail = best + 1 < eng->nrails ? best + 1 : 0;
+		eng->turn = ~1u << best;
 	return best;
 }
 

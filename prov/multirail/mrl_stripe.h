@@ -165,8 +165,9 @@ struct mrl_engine {
 	uint32_t max_chunks_per_rail;
 	size_t max_bytes_per_rail;
 	size_t final_size;		/* bytes held back for the final chunk */
-	int next_rail;			/* rotates ties among idle rails (may
-					 * be nrails: then rail 0) */
+	uint32_t turn;			/* the rails from the turn's on
+					 * (rotates ties among idle rails);
+					 * 0: past the last, from rail 0 */
 	uint32_t blocked;		/* said -FI_EAGAIN this pass */
 	uint32_t busy;			/* rails with a chunk in flight */
 	uint32_t full;			/* rails at their fill level: */
@@ -344,9 +345,9 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 	int rail;
 
 	/* every rail at its level: they take turns, up to their depth, from
-	 * the turn's rail on (64 bits: next_rail may be 32) */
+	 * the turn's rail on */
 	if (!open) {
-		open = rail_mask & (uint32_t) (~0ull << eng->next_rail);
+		open = rail_mask & eng->turn;
 		if (!open)
 			open = rail_mask;
 	}
@@ -358,7 +359,7 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 	 * there to share a large op's bytes, is not a small op's concern */
 	if (eng->rail[rail].inflight >= eng->max_chunks_per_rail)
 		return NULL;
-	eng->next_rail = rail + 1;
+	eng->turn = ~1u << rail;	/* 0 after rail 31 */
 	eng->free_top = chunk->next_free;
 	op->rail_mask = rail_mask;
 	op->chunk_size = op->len;
