@@ -321,7 +321,7 @@ static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 	}
 	/* Until the target told us its other keys: rail 0 alone. */
 rail0:
-	keys[0] = dom->key_has_gen ? (key & MRL_KEY_CORE_MASK) : key;
+	keys[0] = key & dom->key0_mask;
 	return 1;
 }
 
@@ -580,8 +580,7 @@ const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 	bool ctrl_ep_new = ep->ctrl_ep && !(peer->rails_up & 1u);
 
 	if (peer->nrails == 1) {
-		*key0 = ep->domain->key_has_gen ? (key & MRL_KEY_CORE_MASK) :
-						  key;
+		*key0 = key & ep->domain->key0_mask;
 		*rails = 1u;
 		*tell = ctrl_ep_new;
 		return key0;
