@@ -179,10 +179,10 @@ struct mrl_domain {
 	size_t core_max_msg;
 	size_t inject_size;
 	size_t cq_data_size;
-	bool key_has_gen;		/* 32-bit core keys: key = gen|key0 */
 	uint64_t key0_mask;		/* rail 0's key from ours: key &
-					 * key0_mask (MRL_KEY_CORE_MASK with
-					 * key_has_gen, else all) */
+					 * key0_mask; MRL_KEY_CORE_MASK where
+					 * the core's keys are 32 bits (ours
+					 * are gen|key0), else all ones */
 	bool ctrl_own_ep;		/* no FI_TAGGED: a control endpoint */
 	bool src0;			/* rail 0's core reports sources
 					 * (FI_SOURCE): control claims checked */

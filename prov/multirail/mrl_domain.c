@@ -141,9 +141,9 @@ static void domain_attrs(struct mrl_domain *dom)
 	dom->core_max_msg = core->ep_attr->max_msg_size;
 	dom->inject_size = core->tx_attr->inject_size;
 	dom->cq_data_size = core->domain_attr->cq_data_size;
-	dom->key_has_gen = core->domain_attr->mr_key_size &&
-			   core->domain_attr->mr_key_size <= 4;
-	dom->key0_mask = dom->key_has_gen ? MRL_KEY_CORE_MASK : ~0ull;
+	dom->key0_mask = core->domain_attr->mr_key_size &&
+			 core->domain_attr->mr_key_size <= 4 ?
+			 MRL_KEY_CORE_MASK : ~0ull;
 	dom->ctrl_own_ep = !(core->caps & FI_TAGGED);
 	dom->src0 = !!(core->caps & FI_SOURCE);
 	/*

@@ -763,7 +763,7 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	}
 	ep->want_src = !!(info->caps & FI_SOURCE);
 	ep->progress_held = true;	/* until enabled */
-	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	mrl_rma_tx_flags_set(ep, info->tx_attr ? info->tx_attr->op_flags : 0);
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->tx_iov_limit = iov_limit(info->tx_attr ?
 				     info->tx_attr->iov_limit : 0,

@@ -55,7 +55,8 @@ static void set_key(struct mrl_mr *mr)
 
 	mr->key0 = fi_mr_key(mr->core[0]);
 	mr->mr_fid.key = mr->key0;
-	if (dom->key_has_gen && (dom->mr_mode & FI_MR_PROV_KEY))
+	/* 32-bit core keys: ours carry a generation above them */
+	if (dom->key0_mask != ~0ull && (dom->mr_mode & FI_MR_PROV_KEY))
 		mr->mr_fid.key = mrl_key_with_gen(++dom->key_gen, mr->key0);
 	for (i = 0; i < dom->nrails; i++)
 		mr->core_desc[i] = fi_mr_desc(mr->core[i]);
