@@ -328,7 +328,10 @@ static size_t format_size(enum fi_cq_format f)
 #define GUARD	0xa5
 
 /*
- * Wait for n completions; every context must come back exactly once.
+ * Wait for n completions; every context must come back exactly once, with
+ * want_flags and, in the formats that carry them (multirail's own: a core
+ * tested alone fills them its way), the op's length (want_len, unless
+ * SIZE_MAX) and no buffer, CQ data or tag.
  * Entries are read in the initiator's CQ format, a random number at a
  * time (1 to 16: the provider's batch may not fit), into a buffer whose
  * bytes past the entries returned must stay untouched; every other read
@@ -336,7 +339,8 @@ static size_t format_size(enum fi_cq_format f)
  * and none past them (multirail's: none known for an RMA completion; a
  * core tested alone, MRL_TEST_PROV, may name the peer).
  */
-static void wait_comps(int n, char *seen, uint64_t want_flags)
+static void wait_comps(int n, char *seen, uint64_t want_flags,
+		       size_t want_len)
 {
 	size_t esz = format_size(init_format);
 	unsigned char e[16 * sizeof(struct fi_cq_tagged_entry)];
@@ -381,11 +385,10 @@ static void wait_comps(int n, char *seen, uint64_t want_flags)
 				    "entries, source %d is 0x%lx", want, r,
 				    i, (unsigned long) src[i]);
 		for (i = 0; i < r; i++) {
-			struct fi_cq_msg_entry m = { 0 };
+			struct fi_cq_tagged_entry m = { 0 };
 			char *c;
 
-			memcpy(&m, e + i * esz, esz < sizeof(m) ? esz :
-							    sizeof(m));
+			memcpy(&m, e + i * esz, esz);
 			c = m.op_context;
 			if (c < seen || c >= seen + n)
 				die("completion with a foreign context");
@@ -394,6 +397,13 @@ static void wait_comps(int n, char *seen, uint64_t want_flags)
 			if (init_format != FI_CQ_FORMAT_CONTEXT &&
 			    (m.flags & want_flags) != want_flags)
 				die("completion flags 0x%lx", (long) m.flags);
+			if (!alone && init_format != FI_CQ_FORMAT_CONTEXT &&
+			    want_len != SIZE_MAX && m.len != want_len)
+				die("completion length %zu, op's %zu", m.len,
+				    want_len);
+			if (!alone && (m.buf || m.data || m.tag))
+				die("completion buf %p data 0x%lx tag 0x%lx",
+				    m.buf, (long) m.data, (long) m.tag);
 			*c = 1;
 		}
 		got += r;
@@ -635,7 +645,8 @@ static void initiator_case(const struct plan *p)
 	/* an inject has no completion: the target checks its CQ data */
 	if (p->op != OP_INJECT)
 		wait_comps(p->window, seen,
-			   FI_RMA | (p->op == 3 ? FI_READ : FI_WRITE));
+			   FI_RMA | (p->op == 3 ? FI_READ : FI_WRITE),
+			   p->size);
 	check_core_ops(p, ops_before);
 	if (p->op == 3) {
 		for (i = 0; i < p->window; i++) {
@@ -750,7 +761,7 @@ static uint64_t fetch_one(int idx, enum fi_op op, uint64_t operand,
 		RETRY(fi_fetch_atomic(ep, &l[0], 1, desc, &l[2], desc, peer,
 				      raddr, peer_key, FI_UINT64, op, &seen));
 	}
-	wait_comps(1, &seen, FI_ATOMIC | FI_READ);
+	wait_comps(1, &seen, FI_ATOMIC | FI_READ, SIZE_MAX);
 	return l[2];
 }
 
@@ -780,7 +791,7 @@ static void atomic_case(const struct plan *p)
 		RETRY(fi_atomic(ep, s, ATOMIC_N, desc, peer, peer_addr,
 				peer_key, FI_UINT64, FI_SUM, &seen[i]));
 	}
-	wait_comps(p->window, seen, FI_ATOMIC | FI_WRITE);
+	wait_comps(p->window, seen, FI_ATOMIC | FI_WRITE, SIZE_MAX);
 
 	got = fetch_one(0, FI_SUM, 1000, NULL);
 	if (got != expect[0])
@@ -809,7 +820,7 @@ static void atomic_case(const struct plan *p)
 		RETRY(fi_fetch_atomic(ep, src, ATOMIC_N, desc, res, desc, peer,
 				      peer_addr, peer_key, FI_UINT64,
 				      FI_ATOMIC_READ, &seen[0]));
-		wait_comps(1, seen, FI_ATOMIC | FI_READ);
+		wait_comps(1, seen, FI_ATOMIC | FI_READ, SIZE_MAX);
 	} while (res[3] != want[3] && now() < end);
 	for (j = 0; j < ATOMIC_N; j++)
 		if (res[j] != want[j])

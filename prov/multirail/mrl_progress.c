@@ -254,6 +254,88 @@ static inline struct mrl_chunk *whole_chunk(const struct fi_cq_tagged_entry *e)
 	return (struct mrl_chunk *) hdr;
 }
 
+/*
+ * whole_to_reader's loop, the CQ's format a constant in each copy: an
+ * entry as mrl_cq_write_out writes it, for an op as mrl_rma_done reports
+ * it under rma_cq_only.
+ */
+static inline __attribute__((always_inline))
+ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
+		  const struct fi_cq_tagged_entry *e, ssize_t n,
+		  struct mrl_returns *back, enum fi_cq_format format,
+		  size_t size)
+{
+	char *out = cq->out;
+	struct fi_cq_tagged_entry *o;
+	struct mrl_chunk *chunk;
+	struct mrl_rma_req *req;
+	struct mrl_op *op;
+	ssize_t i;
+
+	if (n > (ssize_t) cq->out_left)
+		n = cq->out_left;
+	for (i = 0; i < n; i++) {
+		chunk = whole_chunk(&e[i]);
+		if (!chunk)
+			break;
+		op = mrl_engine_whole_back(&ep->engine, chunk, back);
+		o = (struct fi_cq_tagged_entry *) out;
+		o->op_context = op->context;
+		if (format >= FI_CQ_FORMAT_MSG) {
+			o->flags = FI_RMA | (op->kind == MRL_OP_READ ?
+					     FI_READ : FI_WRITE);
+			o->len = op->len;
+		}
+		if (format >= FI_CQ_FORMAT_DATA) {
+			o->buf = NULL;
+			o->data = 0;
+		}
+		if (format == FI_CQ_FORMAT_TAGGED)
+			o->tag = 0;
+		out += size;
+		req = mrl_container_of(op, struct mrl_rma_req, op);
+		req->next_free = ep->rma_free;
+		ep->rma_free = req;
+	}
+	cq->out = out;
+	cq->out_left -= i;
+	return i;
+}
+
+/*
+ * The fast path's completions straight to the user's read (issue 18):
+ * from e on, while each entry is a whole chunk back fine and the reader's
+ * buffer has room, its op's entry goes there.  What mrl_rma_done and
+ * mrl_cq_write ask of each entry is asked once for the run: an RMA op's
+ * completion is a tx CQ entry alone (rma_cq_only), that CQ is being read,
+ * and no source is asked for (a tx entry has none: the general way writes
+ * FI_ADDR_NOTAVAIL).  How many entries it took, in order; the rest go the
+ * general way, the credit of these in back as theirs.
+ */
+static inline __attribute__((always_inline))
+ssize_t whole_to_reader(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
+			ssize_t n, struct mrl_returns *back)
+{
+	struct mrl_cq *cq = ep->tx_cq;
+
+	if (!ep->rma_cq_only || !cq->out_left || cq->out_src)
+		return 0;
+	switch (cq->format) {
+	case FI_CQ_FORMAT_CONTEXT:
+		return whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_CONTEXT,
+				 sizeof(struct fi_cq_entry));
+	case FI_CQ_FORMAT_MSG:
+		return whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_MSG,
+				 sizeof(struct fi_cq_msg_entry));
+	case FI_CQ_FORMAT_DATA:
+		return whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_DATA,
+				 sizeof(struct fi_cq_data_entry));
+	default:
+		return whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_TAGGED,
+				 sizeof(struct fi_cq_tagged_entry));
+	}
+}
+
 static void drain_others(struct mrl_ep *ep);
 
 /*
@@ -273,6 +355,9 @@ static void dispatch_all(struct mrl_ep *ep, int rail,
 	ssize_t i;
 
 	for (i = 0; i < n; i++) {
+		i += whole_to_reader(ep, &e[i], n - i, &back);
+		if (i == n)
+			break;
 		chunk = whole_chunk(&e[i]);
 		if (chunk) {
 			mrl_rma_done(ep, mrl_engine_whole_back(&ep->engine,
