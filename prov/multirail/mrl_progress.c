@@ -254,6 +254,12 @@ static inline struct mrl_chunk *whole_chunk(const struct fi_cq_tagged_entry *e)
 	return (struct mrl_chunk *) hdr;
 }
 
+/* An RMA op's completion flags, by its kind. */
+static const uint64_t rma_flags[] = {
+	[MRL_OP_WRITE] = FI_RMA | FI_WRITE,
+	[MRL_OP_READ] = FI_RMA | FI_READ,
+};
+
 /*
  * whole_to_reader's loop, the CQ's format a constant in each copy: an
  * entry as mrl_cq_write_out writes it, for an op as mrl_rma_done reports
@@ -265,10 +271,10 @@ ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 		  struct mrl_returns *back, enum fi_cq_format format,
 		  size_t size)
 {
+	struct mrl_rma_req *req, *free_reqs = ep->rma_free;
 	char *out = cq->out;
 	struct fi_cq_tagged_entry *o;
 	struct mrl_chunk *chunk;
-	struct mrl_rma_req *req;
 	struct mrl_op *op;
 	ssize_t i;
 
@@ -282,8 +288,7 @@ ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 		o = (struct fi_cq_tagged_entry *) out;
 		o->op_context = op->context;
 		if (format >= FI_CQ_FORMAT_MSG) {
-			o->flags = FI_RMA | (op->kind == MRL_OP_READ ?
-					     FI_READ : FI_WRITE);
+			o->flags = rma_flags[op->kind];
 			o->len = op->len;
 		}
 		if (format >= FI_CQ_FORMAT_DATA) {
@@ -294,9 +299,10 @@ ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 			o->tag = 0;
 		out += size;
 		req = mrl_container_of(op, struct mrl_rma_req, op);
-		req->next_free = ep->rma_free;
-		ep->rma_free = req;
+		req->next_free = free_reqs;
+		free_reqs = req;
 	}
+	ep->rma_free = free_reqs;
 	cq->out = out;
 	cq->out_left -= i;
 	return i;

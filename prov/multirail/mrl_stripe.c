@@ -4,6 +4,17 @@
 
 #include "mrl_stripe.h"
 
+/*
+ * An op joined or left the pending list: while any waits there, the fast
+ * path's take (mrl_engine_whole_take) finds every rail at its depth, so
+ * that a new op does not pass those queued first.
+ */
+static void pending_moved(struct mrl_engine *eng)
+{
+	eng->whole_depth = mrl_list_empty(&eng->pending) ?
+			   eng->max_chunks_per_rail : 0;
+}
+
 int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 		    const struct mrl_engine_ops *ops, void *owner)
 {
@@ -32,6 +43,7 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	eng->ops = ops;
 	eng->owner = owner;
 	mrl_list_init(&eng->pending);
+	pending_moved(eng);
 	mrl_list_init(&eng->abandoned);
 
 	/*
@@ -184,6 +196,7 @@ static void finish_op(struct mrl_engine *eng, struct mrl_op *op)
 		mrl_chunk_push(eng, chunk);
 	}
 	mrl_list_del(&op->link);
+	pending_moved(eng);
 	err = op->err;
 	mrl_op_clean(op);
 	eng->ops->op_done(eng->owner, op, err);
@@ -291,6 +304,7 @@ static void op_posted(struct mrl_engine *eng, struct mrl_op *op)
 		return;
 	}
 	mrl_list_del(&op->link);	/* off the pending list */
+	pending_moved(eng);
 }
 
 void mrl_engine_post_pending(struct mrl_engine *eng)
@@ -320,6 +334,7 @@ void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op)
 		op_posted(eng, op);
 	else
 		mrl_list_add_tail(&eng->pending, &op->link);
+	pending_moved(eng);
 }
 
 

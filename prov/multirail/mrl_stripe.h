@@ -179,6 +179,8 @@ struct mrl_engine {
 	size_t fill_step;		/* one step up: fill_bytes /
 					 * MRL_FILL_STEPS */
 	struct mrl_list pending;	/* ops with chunks still to post */
+	uint32_t whole_depth;		/* a rail's depth for the fast path:
+					 * 0 while ops are pending */
 	struct mrl_chunk *free_top;	/* free chunks, last freed first (its
 					 * memory is the warmest) */
 	struct mrl_list abandoned;	/* chunks of ops failed while the core
@@ -323,7 +325,7 @@ static inline void mrl_op_clean(struct mrl_op *op)
  * The small op's fast path (mrl_rma.c, issue 18): an op of one buffer that
  * goes whole, as its own final chunk, on one rail, without the queue.
  * mrl_engine_whole_take gives its chunk on the lowest rail of rail_mask
- * (within the engine's rails) below its fill level; with every one at its
+ * (within the engine's rails, not 0) below its fill level; with every one at its
  * level, on the first from the turn's rail on (no loop over the rails, as
  * the general way's least loaded), up to its depth.  The op, clean (see
  * mrl_op_clean), is set as mrl_op_prepare would.  NULL when that rail is
@@ -352,12 +354,13 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 			open = rail_mask;
 	}
 	chunk = eng->free_top;
-	if (!rail_mask || !chunk || !mrl_list_empty(&eng->pending))
+	if (!chunk)
 		return NULL;
 	rail = __builtin_ctz(open);
-	/* the rail's depth bounds what the core holds; its byte budget,
-	 * there to share a large op's bytes, is not a small op's concern */
-	if (eng->rail[rail].inflight >= eng->max_chunks_per_rail)
+	/* the rail's depth bounds what the core holds (none while ops are
+	 * pending: see whole_depth); its byte budget, there to share a large
+	 * op's bytes, is not a small op's concern */
+	if (eng->rail[rail].inflight >= eng->whole_depth)
 		return NULL;
 	eng->turn = ~1u << rail;	/* 0 after rail 31 */
 	eng->free_top = chunk->next_free;
