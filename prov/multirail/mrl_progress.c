@@ -263,7 +263,8 @@ static const uint64_t rma_flags[] = {
 /*
  * whole_to_reader's loop, the CQ's format a constant in each copy: an
  * entry as mrl_cq_write_out writes it, for an op as mrl_rma_done reports
- * it under rma_cq_only.
+ * it under rma_cq_only.  Nothing else takes or gives requests or chunks
+ * meanwhile: the free lists' tops stay in registers.
  */
 static inline __attribute__((always_inline))
 ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
@@ -272,6 +273,7 @@ ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 		  size_t size)
 {
 	struct mrl_rma_req *req, *free_reqs = ep->rma_free;
+	struct mrl_chunk *free_chunks = ep->engine.free_top;
 	char *out = cq->out;
 	struct fi_cq_tagged_entry *o;
 	struct mrl_chunk *chunk;
@@ -284,7 +286,7 @@ ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 		chunk = whole_chunk(&e[i]);
 		if (!chunk)
 			break;
-		op = mrl_engine_whole_back(&ep->engine, chunk, back);
+		op = mrl_engine_whole_back_to(chunk, back, &free_chunks);
 		o = (struct fi_cq_tagged_entry *) out;
 		o->op_context = op->context;
 		if (format >= FI_CQ_FORMAT_MSG) {
@@ -303,6 +305,7 @@ ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 		free_reqs = req;
 	}
 	ep->rma_free = free_reqs;
+	ep->engine.free_top = free_chunks;
 	cq->out = out;
 	cq->out_left -= i;
 	return i;

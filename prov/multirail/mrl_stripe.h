@@ -433,11 +433,14 @@ struct mrl_returns {
 /*
  * A chunk marked whole came back fine: its op is finished, returned for
  * its completion; the rail's credit waits for mrl_engine_returned, which
- * must come before anything else reads or moves that rail's credit.
+ * must come before anything else reads or moves that rail's credit.  The
+ * chunk goes onto free_top: the engine's free stack (eng->free_top), or
+ * its top held by a caller that takes back a run of whole chunks, nothing
+ * else taking or giving chunks meanwhile, and stores it back after.
  */
-static inline struct mrl_op *mrl_engine_whole_back(struct mrl_engine *eng,
-						   struct mrl_chunk *chunk,
-						   struct mrl_returns *back)
+static inline __attribute__((always_inline)) struct mrl_op *
+mrl_engine_whole_back_to(struct mrl_chunk *chunk, struct mrl_returns *back,
+			 struct mrl_chunk **free_top)
 {
 	struct mrl_op *op = chunk->op;
 
@@ -445,8 +448,17 @@ static inline struct mrl_op *mrl_engine_whole_back(struct mrl_engine *eng,
 	back->bytes += chunk->len;
 	op->inflight = 0;
 	chunk->in_flight = false;
-	mrl_chunk_push(eng, chunk);
+	chunk->next_free = *free_top;
+	*free_top = chunk;
 	return op;
+}
+
+/* The same, onto the engine's free stack. */
+static inline struct mrl_op *mrl_engine_whole_back(struct mrl_engine *eng,
+						   struct mrl_chunk *chunk,
+						   struct mrl_returns *back)
+{
+	return mrl_engine_whole_back_to(chunk, back, &eng->free_top);
 }
 
 /* The credit of the whole chunks back from rail since the last call. */
