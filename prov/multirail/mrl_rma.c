@@ -563,7 +563,9 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 
 /*
  * The small op's fast path: the keys of every rail to peer (rail 0's from
- * the user's key alone, or the target's, from the peer's key hint), and in
+ * the user's key alone, into slot, or the target's, from the peer's key
+ * hint), slot's key_rails set (the slot is the free list's first, not in
+ * use: whatever comes of it, nothing is lost), and in
  * *rails those nearest both buffers (never none: mrl_sched_near gives
  * every rail to the peer where locality says nothing); NULL for a key
  * other than the hint's (see one_rekey).
@@ -573,18 +575,19 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
  */
 static inline __attribute__((always_inline))
 const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
-			   uint64_t key, uint64_t *key0,
+			   uint64_t key, struct rma_slot *slot,
 			   const struct mrl_mr *mr, uint32_t *rails,
 			   bool *tell)
 {
 	const struct mrl_key_entry *entry;
 	bool ctrl_ep_new = ep->ctrl_ep && !(peer->rails_up & 1u);
 
+	slot->key_rails = peer->nrails;
 	if (peer->nrails == 1) {
-		*key0 = key & ep->domain->key0_mask;
+		slot->keys[0] = key & ep->key0_mask;
 		*rails = 1u;
 		*tell = ctrl_ep_new;
-		return key0;
+		return slot->keys;
 	}
 	entry = peer->key_hint;
 	if (!entry || entry->key != key ||
@@ -800,8 +803,8 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 	if (!peer || peer->fast_off)
 		goto general;
 	/* rail 0's key alone goes to the request's own keys[] */
-	keyv = whole_keys(ep, peer, a->key, slot_of(&req->op)->keys, mr,
-			  &rails, &tell);
+	keyv = whole_keys(ep, peer, a->key, slot_of(&req->op), mr, &rails,
+			  &tell);
 	if (!keyv && rekey)	/* the caller's last call: see one_rekey */
 		return one_rekey(ep, a->kind, a->buf, a->len, a->desc, a->addr,
 				 a->raddr, a->key, a->context, a->data,
@@ -822,7 +825,6 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 	/* for a post again elsewhere (every rail's key: never widened) */
 	slot_of(op)->key = a->key;
 	slot_of(op)->keyv = keyv;
-	slot_of(op)->key_rails = peer->nrails;
 
 	/* from here on the op is recorded: nothing needs the arguments */
 	chunk = mrl_engine_whole_take(&ep->engine, op, rails);
@@ -885,7 +887,7 @@ ssize_t rma_one(struct fid_ep *ep_fid, const struct one_args *a)
 {
 	struct mrl_ep *ep = to_ep(ep_fid);
 
-	if (ep->domain->locking)
+	if (ep->locking)
 		return one_locked(ep, a->kind, a->buf, a->len, a->desc, a->addr,
 				  a->raddr, a->key, a->context, a->data,
 				  a->flags);
