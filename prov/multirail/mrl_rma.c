@@ -564,11 +564,11 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 /*
  * The small op's fast path: the keys of every rail to peer (rail 0's from
  * the user's key alone, into slot, or the target's, from the peer's key
- * hint), slot's key_rails set (the slot is the free list's first, not in
- * use: whatever comes of it, nothing is lost), and in
- * *rails those nearest both buffers (never none: mrl_sched_near gives
- * every rail to the peer where locality says nothing); NULL for a key
- * other than the hint's (see one_rekey).
+ * hint), with slot's key_rails set (slot is the free list's first, not in
+ * use, so a declined op loses nothing), and in *rails those nearest both
+ * buffers (never none: mrl_sched_near gives every rail to the peer where
+ * locality says nothing); NULL for a key other than the hint's (see
+ * one_rekey).
  * *tell: the peer is yet to hear of rails (mrl_ctrl_rails_up; with a
  * control endpoint, of that alone).  Nothing here calls out, so the
  * caller's arguments stay in registers.
