@@ -642,10 +642,6 @@ struct mrl_ep {
 	struct mrl_msg_req *msg_free;
 	size_t msg_pool_size;
 	uint32_t rr_next;		/* round-robin rail for small ops */
-	/* the domain's, at hand for the fast path (set at open; the
-	 * domain's never change) */
-	bool locking;
-	uint64_t key0_mask;
 	size_t whole_max;		/* the fast path's ops: len - 1 below
 					 * (mrl_rma_tx_flags_set) */
 	size_t whole_limit;		/* the same, flags aside */

@@ -755,8 +755,6 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	if (!ep)
 		return -FI_ENOMEM;
 	ep->domain = dom;
-	ep->locking = dom->locking;
-	ep->key0_mask = dom->key0_mask;
 	ep->nrails = dom->nrails;
 	ep->info = fi_dupinfo(info);
 	if (!ep->info) {

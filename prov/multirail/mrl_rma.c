@@ -584,7 +584,7 @@ const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 
 	slot->key_rails = peer->nrails;
 	if (peer->nrails == 1) {
-		slot->keys[0] = key & ep->key0_mask;
+		slot->keys[0] = key & ep->domain->key0_mask;
 		*rails = 1u;
 		*tell = ctrl_ep_new;
 		return slot->keys;
@@ -887,7 +887,7 @@ ssize_t rma_one(struct fid_ep *ep_fid, const struct one_args *a)
 {
 	struct mrl_ep *ep = to_ep(ep_fid);
 
-	if (ep->locking)
+	if (ep->domain->locking)
 		return one_locked(ep, a->kind, a->buf, a->len, a->desc, a->addr,
 				  a->raddr, a->key, a->context, a->data,
 				  a->flags);
