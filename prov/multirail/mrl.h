@@ -432,26 +432,37 @@ int mrl_cq_write_grow(struct mrl_cq *cq, void *context, uint64_t flags,
 		      fi_addr_t src);
 
 /*
- * Into the reader's buffer (see struct mrl_cq): the formats share their
- * leading fields, so each writes the fields it has.
+ * One entry of format at out: the formats share their leading fields, so
+ * each writes the fields it has.  Inline, so that a caller with a constant
+ * format (progress's whole_out) tests nothing.
  */
+static inline __attribute__((always_inline))
+void mrl_cq_entry_fill(void *out, enum fi_cq_format format, void *context,
+		       uint64_t flags, size_t len, void *buf, uint64_t data,
+		       uint64_t tag)
+{
+	struct fi_cq_tagged_entry *e = out;
+
+	e->op_context = context;
+	if (format >= FI_CQ_FORMAT_MSG) {
+		e->flags = flags;
+		e->len = len;
+		if (format >= FI_CQ_FORMAT_DATA) {
+			e->buf = buf;
+			e->data = data;
+			if (format == FI_CQ_FORMAT_TAGGED)
+				e->tag = tag;
+		}
+	}
+}
+
+/* Into the reader's buffer (see struct mrl_cq). */
 static inline void mrl_cq_write_out(struct mrl_cq *cq, void *context,
 				    uint64_t flags, size_t len, void *buf,
 				    uint64_t data, uint64_t tag, fi_addr_t src)
 {
-	struct fi_cq_tagged_entry *e = (struct fi_cq_tagged_entry *) cq->out;
-
-	e->op_context = context;
-	if (cq->format >= FI_CQ_FORMAT_MSG) {
-		e->flags = flags;
-		e->len = len;
-		if (cq->format >= FI_CQ_FORMAT_DATA) {
-			e->buf = buf;
-			e->data = data;
-			if (cq->format == FI_CQ_FORMAT_TAGGED)
-				e->tag = tag;
-		}
-	}
+	mrl_cq_entry_fill(cq->out, cq->format, context, flags, len, buf, data,
+			  tag);
 	if (cq->out_src)
 		*cq->out_src++ = src;
 	cq->out += cq->out_size;
@@ -856,6 +867,25 @@ static inline struct mrl_cntr *mrl_ep_local_cntr(struct mrl_ep *ep,
 	return NULL;
 }
 
+/* An RMA op's completion flags, by its kind. */
+static inline uint64_t mrl_rma_comp_flags(enum mrl_op_kind kind)
+{
+	static const uint64_t flags[] = {
+		[MRL_OP_WRITE] = FI_RMA | FI_WRITE,
+		[MRL_OP_READ] = FI_RMA | FI_READ,
+	};
+
+	return flags[kind];
+}
+
+/* A request onto a free list (the endpoint's rma_free, or a copy of it). */
+static inline void mrl_rma_req_push(struct mrl_rma_req **top,
+				    struct mrl_rma_req *req)
+{
+	req->next_free = *top;
+	*top = req;
+}
+
 /*
  * An RMA op's one completion (the engine's op_done): the user's counter
  * and CQ entry, this one honouring FI_SELECTIVE_COMPLETION (an error's
@@ -868,7 +898,7 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 	struct mrl_ep *ep = owner;
 	struct mrl_rma_req *req = mrl_container_of(op, struct mrl_rma_req, op);
 	bool read = op->kind == MRL_OP_READ;
-	uint64_t flags = FI_RMA | (read ? FI_READ : FI_WRITE);
+	uint64_t flags = mrl_rma_comp_flags(op->kind);
 
 	if (err) {
 		mrl_ep_report_err(ep, ep->tx_cq, op->context, flags, err, 0);
@@ -883,8 +913,7 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 			mrl_cq_write(ep->tx_cq, op->context, flags, op->len,
 				     NULL, 0, 0, FI_ADDR_NOTAVAIL);
 	}
-	req->next_free = ep->rma_free;
-	ep->rma_free = req;
+	mrl_rma_req_push(&ep->rma_free, req);
 }
 
 static inline uint32_t mrl_rail_mask(int nrails)

@@ -254,17 +254,11 @@ static inline struct mrl_chunk *whole_chunk(const struct fi_cq_tagged_entry *e)
 	return (struct mrl_chunk *) hdr;
 }
 
-/* An RMA op's completion flags, by its kind. */
-static const uint64_t rma_flags[] = {
-	[MRL_OP_WRITE] = FI_RMA | FI_WRITE,
-	[MRL_OP_READ] = FI_RMA | FI_READ,
-};
-
 /*
- * whole_to_reader's loop, the CQ's format a constant in each copy: an
- * entry as mrl_cq_write_out writes it, for an op as mrl_rma_done reports
- * it under rma_cq_only.  Nothing else takes or gives requests or chunks
- * meanwhile: the free lists' tops stay in registers.
+ * whole_to_reader's loop, the CQ's format a constant in each copy: each
+ * op's entry as mrl_rma_done writes it under rma_cq_only.  Nothing else
+ * takes or gives requests or chunks meanwhile: the free lists' tops stay
+ * in registers.
  */
 static inline __attribute__((always_inline))
 ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
@@ -272,10 +266,9 @@ ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 		  struct mrl_returns *back, enum fi_cq_format format,
 		  size_t size)
 {
-	struct mrl_rma_req *req, *free_reqs = ep->rma_free;
+	struct mrl_rma_req *free_reqs = ep->rma_free;
 	struct mrl_chunk *free_chunks = ep->engine.free_top;
 	char *out = cq->out;
-	struct fi_cq_tagged_entry *o;
 	struct mrl_chunk *chunk;
 	struct mrl_op *op;
 	ssize_t i;
@@ -287,22 +280,12 @@ ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 		if (!chunk)
 			break;
 		op = mrl_engine_whole_back_to(chunk, back, &free_chunks);
-		o = (struct fi_cq_tagged_entry *) out;
-		o->op_context = op->context;
-		if (format >= FI_CQ_FORMAT_MSG) {
-			o->flags = rma_flags[op->kind];
-			o->len = op->len;
-		}
-		if (format >= FI_CQ_FORMAT_DATA) {
-			o->buf = NULL;
-			o->data = 0;
-		}
-		if (format == FI_CQ_FORMAT_TAGGED)
-			o->tag = 0;
+		mrl_cq_entry_fill(out, format, op->context,
+				  mrl_rma_comp_flags(op->kind), op->len, NULL,
+				  0, 0);
 		out += size;
-		req = mrl_container_of(op, struct mrl_rma_req, op);
-		req->next_free = free_reqs;
-		free_reqs = req;
+		mrl_rma_req_push(&free_reqs, mrl_container_of(op,
+					struct mrl_rma_req, op));
 	}
 	ep->rma_free = free_reqs;
 	ep->engine.free_top = free_chunks;

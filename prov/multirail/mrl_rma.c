@@ -91,8 +91,7 @@ int mrl_rma_init(struct mrl_ep *ep)
 	}
 	for (i = 0; i < n; i++) {
 		mrl_op_clean(&slots[i].req.op);
-		slots[i].req.next_free = ep->rma_free;
-		ep->rma_free = &slots[i].req;
+		mrl_rma_req_push(&ep->rma_free, &slots[i].req);
 	}
 	ep->rma_reqs = &slots[0].req;
 	ep->rma_pool_size = n;
@@ -728,8 +727,7 @@ whole_general(struct mrl_ep *ep, struct mrl_chunk *chunk)
 	struct mrl_rma_req *req = mrl_container_of(op, struct mrl_rma_req, op);
 
 	mrl_engine_whole_untake(&ep->engine, chunk);
-	req->next_free = ep->rma_free;
-	ep->rma_free = req;
+	mrl_rma_req_push(&ep->rma_free, req);
 	return recorded_general(ep, op);
 }
 
