@@ -1243,6 +1243,7 @@ static int run_client(void)
 {
 	struct oob_msg m;
 	int i, fails = 0;
+	bool polls_failed;
 	long done, wdone;
 	size_t size, iters, warmup;
 	double t0, t1, secs, mbps;
@@ -1324,10 +1325,9 @@ static int run_client(void)
 		csv_row(size, (size_t)done, secs, mbps, mbps * 8 / 1000);
 	}
 	/* before FIN: the target stays up, so the rails' connections do too */
-	if (opt.empty_polls && timed_empty_polls())
-		fails = -1;
+	polls_failed = opt.empty_polls && timed_empty_polls();
 	send_msg(OOB_FIN, 0, 0, 0, 0);
-	if (fails < 0)
+	if (polls_failed)
 		return -1;
 	if (fails) {
 		errmsg("%d verification failure(s)", fails);
