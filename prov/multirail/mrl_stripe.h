@@ -327,11 +327,11 @@ static inline void mrl_op_clean(struct mrl_op *op)
  * mrl_engine_whole_take gives its chunk on the lowest rail of rail_mask
  * (within the engine's rails, not 0) below its fill level; with every one
  * at its level, on the first from the turn's rail on (no loop over the
- * rails, as the general way's least loaded), up to its depth.  The op, clean (see
- * mrl_op_clean), is set as mrl_op_prepare would.  NULL when that rail is
- * at its depth, no chunk is free or ops are queued before it: the op goes
- * the general way.  A rail's refusal in an earlier pass does not count
- * here: this is a new one.
+ * rails, as the general way's least loaded), up to its depth.  The op,
+ * clean (see mrl_op_clean), is set as mrl_op_prepare would.  NULL when
+ * that rail is at its depth, no chunk is free or ops are queued before it:
+ * the op goes the general way.  A rail's refusal in an earlier pass does
+ * not count here: this is a new one.
  *
  * The chunk is taken, its rail's credit with it, before the core sees it:
  * after the core's call the caller needs nothing but the chunk, in case
