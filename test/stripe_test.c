@@ -1025,7 +1025,7 @@ static void test_fill_adapt(void)
 		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
 		.fill_chunks = 16, .fill_bytes = 65536, .fill_adapt = true,
 	};
-	struct mrl_op ops[24];
+	struct mrl_op ops[32];
 	struct mrl_engine eng;
 	struct fake f;
 	int i, rail, n = 0;
@@ -1065,6 +1065,10 @@ static void test_fill_adapt(void)
 	CHECK(rail == 2, "rail 0 held back (rail 1 full at its start "
 	      "level): op on rail %d", rail);
 	complete_at(&eng, &f, posted_on(&f, 0), 0);
+	/* rail 0, read below the top, makes the engine spread: the idle
+	 * rail first, then rail 0, under its level again */
+	rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
+	CHECK(rail == 3, "spreading, the idle rail first: op on rail %d", rail);
 	rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
 	CHECK(rail == 0, "rail 0 under its level again: op on rail %d", rail);
 	for (i = 0; i < 40; i++)
@@ -1095,6 +1099,72 @@ static void test_fill_adapt(void)
 	      eng.rail[3].fill_bytes == 65536,
 	      "fixed levels moved: %zu %zu %zu", eng.rail[0].fill_bytes,
 	      eng.rail[2].fill_bytes, eng.rail[3].fill_bytes);
+	mrl_engine_fini(&eng);
+}
+
+/*
+ * The engine spreads while a rail read is below the top (its link held it
+ * back, or it has yet to earn its level): whole ops go to an idle rail of
+ * the mask before a lower rail that is busy but under its level.  With
+ * every rail read at the top (the reader the limit), they fill the lowest
+ * rail first, as before; rails never read do not count; fixed levels never
+ * spread.
+ */
+static void test_fill_spread(void)
+{
+	struct mrl_engine_attr attr = {
+		.nrails = 8, .max_chunks_per_rail = 64,
+		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
+		.fill_chunks = 16, .fill_bytes = 65536, .fill_adapt = true,
+	};
+	struct mrl_op ops[16];
+	struct mrl_engine eng;
+	struct fake f;
+	int i, r, rail, n = 0;
+
+	setup_attr(&eng, &f, &attr);
+	for (r = 0; r < 4; r++)
+		for (i = 0; i < MRL_FILL_STEPS; i++)
+			mrl_engine_rail_read(&eng, r, true);
+	CHECK(!eng.spread, "rails 0-3 at the top, 4-7 never read: spread");
+	for (i = 0; i < 4; i++) {
+		rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
+		CHECK(rail == 0, "the reader the limit: op %d on rail %d", i,
+		      rail);
+	}
+	/* rail 0's link holds it back: a read finds none of its 16 KiB */
+	mrl_engine_rail_read(&eng, 0, false);
+	CHECK(eng.spread && eng.rail[0].fill_bytes == 32768,
+	      "rail 0 halved: spread %d, level %zu", eng.spread,
+	      eng.rail[0].fill_bytes);
+	for (i = 1; i < 4; i++) {
+		rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
+		CHECK(rail == i, "spreading: op on rail %d, not %d", rail, i);
+	}
+	rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
+	CHECK(rail == 0, "no rail of the mask idle: op on rail %d", rail);
+	/* rail 0 back at the top: the engine fills again */
+	for (i = 0; i < MRL_FILL_STEPS; i++)
+		mrl_engine_rail_read(&eng, 0, true);
+	i = posted_on(&f, 3);
+	CHECK(i >= 0, "nothing on rail 3");
+	if (i >= 0)
+		complete_at(&eng, &f, i, 0);
+	rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
+	CHECK(!eng.spread && rail == 0,
+	      "back at the top (spread %d): op on rail %d", eng.spread, rail);
+	drain(&eng, &f, 11);
+	CHECK(f.done_calls == n, "%d completions of %d", f.done_calls, n);
+	mrl_engine_fini(&eng);
+
+	attr.fill_adapt = false;
+	setup_attr(&eng, &f, &attr);
+	post_fast(&eng, &f, &ops[0], 4096, 0xf);
+	mrl_engine_rail_read(&eng, 0, false);
+	rail = post_fast(&eng, &f, &ops[1], 4096, 0xf);
+	CHECK(!eng.spread && rail == 0,
+	      "fixed levels: spread %d, op on rail %d", eng.spread, rail);
+	drain(&eng, &f, 12);
 	mrl_engine_fini(&eng);
 }
 
@@ -1189,6 +1259,7 @@ int main(void)
 	test_chunking();
 	test_fill();
 	test_fill_adapt();
+	test_fill_spread();
 	test_whole_fast_path();
 	test_whole_take_back();
 	test_whole_reissued();

@@ -894,7 +894,8 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	{ "fill_adapt", FI_PARAM_INT, &mrl_params.fill_adapt, 1, 0,
 	  "1: a rail earns its byte level (up to fill_bytes) by keeping up; "
 	  "a read that finds nothing while it holds ops halves it, and the "
-	  "next ops go to other rails; 0: fixed at fill_bytes" },
+	  "next ops go to other rails; until every rail in use is at "
+	  "fill_bytes, idle rails take them first; 0: fixed at fill_bytes" },
 	{ "policy", FI_PARAM_STRING, &mrl_params.policy, 0, 0,
 	  "auto (small ops fill a rail, then the next; large ops split), "
 	  "split (every op over all rails) or roundrobin (whole ops "
