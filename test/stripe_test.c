@@ -1126,7 +1126,8 @@ static void test_fill_spread(void)
 	for (r = 0; r < 4; r++)
 		for (i = 0; i < MRL_FILL_STEPS; i++)
 			mrl_engine_rail_read(&eng, r, true);
-	CHECK(!eng.spread, "rails 0-3 at the top, 4-7 never read: spread");
+	CHECK(!eng.below_top, "rails 0-3 at the top, 4-7 never read: "
+	      "below the top 0x%x", eng.below_top);
 	for (i = 0; i < 4; i++) {
 		rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
 		CHECK(rail == 0, "the reader the limit: op %d on rail %d", i,
@@ -1134,8 +1135,8 @@ static void test_fill_spread(void)
 	}
 	/* rail 0's link holds it back: a read finds none of its 16 KiB */
 	mrl_engine_rail_read(&eng, 0, false);
-	CHECK(eng.spread && eng.rail[0].fill_bytes == 32768,
-	      "rail 0 halved: spread %d, level %zu", eng.spread,
+	CHECK(eng.below_top == 1 && eng.rail[0].fill_bytes == 32768,
+	      "rail 0 halved: below the top 0x%x, level %zu", eng.below_top,
 	      eng.rail[0].fill_bytes);
 	for (i = 1; i < 4; i++) {
 		rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
@@ -1151,8 +1152,9 @@ static void test_fill_spread(void)
 	if (i >= 0)
 		complete_at(&eng, &f, i, 0);
 	rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
-	CHECK(!eng.spread && rail == 0,
-	      "back at the top (spread %d): op on rail %d", eng.spread, rail);
+	CHECK(!eng.below_top && rail == 0,
+	      "back at the top (below 0x%x): op on rail %d", eng.below_top,
+	      rail);
 	drain(&eng, &f, 11);
 	CHECK(f.done_calls == n, "%d completions of %d", f.done_calls, n);
 	mrl_engine_fini(&eng);
@@ -1162,8 +1164,9 @@ static void test_fill_spread(void)
 	post_fast(&eng, &f, &ops[0], 4096, 0xf);
 	mrl_engine_rail_read(&eng, 0, false);
 	rail = post_fast(&eng, &f, &ops[1], 4096, 0xf);
-	CHECK(!eng.spread && rail == 0,
-	      "fixed levels: spread %d, op on rail %d", eng.spread, rail);
+	CHECK(!eng.below_top && rail == 0,
+	      "fixed levels: below the top 0x%x, op on rail %d",
+	      eng.below_top, rail);
 	drain(&eng, &f, 12);
 	mrl_engine_fini(&eng);
 }

@@ -37,7 +37,6 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	/* adapting, a rail starts one step up and earns the rest */
 	eng->fill_step = eng->fill_bytes / MRL_FILL_STEPS + 1;
 	eng->fill_floor = attr->fill_adapt ? 1 : eng->fill_bytes;
-	eng->top = attr->fill_adapt ? 0 : ~0u;	/* fixed: all at the top */
 	for (i = 0; i < MRL_MAX_RAILS; i++)
 		eng->rail[i].fill_bytes = attr->fill_adapt ? eng->fill_step :
 							      eng->fill_bytes;

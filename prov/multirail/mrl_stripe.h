@@ -170,10 +170,9 @@ struct mrl_engine {
 					 * 0: past the last, from rail 0 */
 	uint32_t blocked;		/* said -FI_EAGAIN this pass */
 	uint32_t busy;			/* rails with a chunk in flight */
-	uint32_t read;			/* rails read while busy, ever */
-	uint32_t top;			/* rails whose level is fill_bytes */
-	bool spread;			/* a rail read is below the top:
-					 * idle rails take whole ops first */
+	uint32_t below_top;		/* rails read below fill_bytes: while
+					 * any, idle rails take whole ops
+					 * first */
 	uint32_t full;			/* rails at their fill level: */
 	uint32_t fill_chunks;		/* ops sent whole fill one rail to */
 	size_t fill_bytes;		/* this level before the next (bytes:
@@ -351,7 +350,7 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 	struct mrl_chunk *chunk;
 	int rail;
 
-	if (eng->spread && (open & ~eng->busy))
+	if (eng->below_top && (open & ~eng->busy))
 		open &= ~eng->busy;
 	/* every rail at its level: they take turns, up to their depth, from
 	 * the turn's rail on */
@@ -523,20 +522,19 @@ static inline void mrl_engine_rail_read(struct mrl_engine *eng, int rail,
 		if (rc->fill_bytes >= eng->fill_bytes)
 			return;		/* the reader is the limit: as ever */
 		rc->fill_bytes += eng->fill_step;
-		if (rc->fill_bytes >= eng->fill_bytes) {
+		if (rc->fill_bytes > eng->fill_bytes)
 			rc->fill_bytes = eng->fill_bytes;
-			eng->top |= bit;
-		}
 	} else if (rc->fill_bytes > eng->fill_floor &&
 		   rc->inflight_bytes > eng->fill_step) {
 		/* (tiny ops wait on no link: a byte level is not theirs) */
 		rc->fill_bytes /= 2;
 		if (rc->fill_bytes < eng->fill_floor)
 			rc->fill_bytes = eng->fill_floor;
-		eng->top &= ~bit;
 	}
-	eng->read |= bit;
-	eng->spread = (eng->read & ~eng->top) != 0;
+	if (rc->fill_bytes < eng->fill_bytes)
+		eng->below_top |= bit;
+	else
+		eng->below_top &= ~bit;
 	mrl_rail_level(eng, rail);
 }
 
