@@ -1172,6 +1172,48 @@ static void test_fill_spread(void)
 }
 
 /*
+ * Only the rails an op may use decide whether it spreads.  A rail read
+ * below the top that then left every op's mask (taken out of service for
+ * the one peer, mrl_health.c) is read no more, so its level never climbs
+ * back: had it counted, the engine would spread over the others for good
+ * while the reader, not their links, is the limit.
+ */
+static void test_fill_spread_outside_mask(void)
+{
+	struct mrl_engine_attr attr = {
+		.nrails = 8, .max_chunks_per_rail = 64,
+		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
+		.fill_chunks = 16, .fill_bytes = 65536, .fill_adapt = true,
+	};
+	struct mrl_op ops[8];
+	struct mrl_engine eng;
+	struct fake f;
+	int i, r, rail, n = 0;
+
+	setup_attr(&eng, &f, &attr);
+	for (r = 0; r < 5; r++)
+		for (i = 0; i < MRL_FILL_STEPS; i++)
+			mrl_engine_rail_read(&eng, r, true);
+	for (i = 0; i < 4; i++)
+		post_fast(&eng, &f, &ops[n++], 4096, 0x10);
+	mrl_engine_rail_read(&eng, 4, false);
+	CHECK(eng.below_top == 0x10, "rail 4 halved: below the top 0x%x",
+	      eng.below_top);
+	/* rail 4 leaves the mask: rails 0-3, all at the top, fill */
+	for (i = 0; i < 3; i++) {
+		rail = post_fast(&eng, &f, &ops[n++], 4096, 0xf);
+		CHECK(rail == 0, "rail 4 outside the mask spread op %d to "
+		      "rail %d", i, rail);
+	}
+	/* within the mask it still counts: the idle rail first */
+	rail = post_fast(&eng, &f, &ops[n++], 4096, 0x1f);
+	CHECK(rail == 1, "rail 4 in the mask: op on rail %d, not 1", rail);
+	drain(&eng, &f, 13);
+	CHECK(f.done_calls == n, "%d completions of %d", f.done_calls, n);
+	mrl_engine_fini(&eng);
+}
+
+/*
  * A fast-path op whose rail is taken from it while the core holds its
  * chunk: the chunk is copied to a rail it keeps, and then neither return
  * alone ends it early nor twice, in either order (the fast completion
@@ -1263,6 +1305,7 @@ int main(void)
 	test_fill();
 	test_fill_adapt();
 	test_fill_spread();
+	test_fill_spread_outside_mask();
 	test_whole_fast_path();
 	test_whole_take_back();
 	test_whole_reissued();

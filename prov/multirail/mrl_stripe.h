@@ -350,7 +350,9 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 	struct mrl_chunk *chunk;
 	int rail;
 
-	if (eng->below_top && (open & ~eng->busy))
+	/* only the op's rails say whether to spread: a rail out of its
+	 * mask for good (out of service) is read no more, its level stuck */
+	if ((eng->below_top & rail_mask) && (open & ~eng->busy))
 		open &= ~eng->busy;
 	/* every rail at its level: they take turns, up to their depth, from
 	 * the turn's rail on */
@@ -508,7 +510,8 @@ static inline void mrl_engine_returned(struct mrl_engine *eng, int rail,
  * window's ops filled the low rails and the high ones waited, often long
  * enough for the low rails alone to hold the window.  Where the reader is
  * the limit every rail is soon at the top, and filling few rails saves
- * reads.  Rails never read (outside every op's mask) do not count.
+ * reads.  Only the op's own rails count: one never read, or read no more
+ * (out of its mask, out of service), does not.
  */
 #define MRL_FILL_STEPS	64	/* steps from nothing to fill_bytes */
 
