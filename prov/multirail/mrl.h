@@ -402,6 +402,44 @@ struct mrl_cq_err {
 	struct mrl_list link;
 };
 
+/*
+ * Core completions read per call: with MRL_CQ_ROUNDS calls per rail per
+ * progress (mrl_progress.c), a rail that keeps completing cannot hold the
+ * others (and our caller) forever.
+ */
+#define MRL_CQ_BATCH		32
+
+/* Time is read every MRL_HEALTH_TICK progress calls, not per op. */
+#define MRL_HEALTH_TICK		64
+
+/*
+ * The quiet poll's lease (issue 18: a poll that finds nothing costs the
+ * core's poll + 10%).  A poll of a lean CQ (mrl_cq.c) that leaves its
+ * endpoint quiet (nothing in flight, nothing due, its CQs empty) grants
+ * each lean CQ of the endpoint a lease: its next polls do the least a poll
+ * can, one idle rail's core CQ read, by rotation, and nothing else.
+ * Whatever could end the quiet (any call on the endpoint, progress of any
+ * kind) ends the leases first (mrl_ep_lease_end), so none outlives it; a
+ * poll that finds something hands it to progress as any poll would.  A
+ * lease's polls count for the health tick: it runs out where the tick
+ * falls due.  The core is read with fi_cq_readfrom whatever the rail
+ * (fi_cq(3): where no source is known it gives FI_ADDR_NOTAVAIL), which
+ * saves a branch here and, in most cores, their read's call to it.
+ */
+struct mrl_lease {
+	/* the rails of its polls in turn, in the endpoint's idle_cycle:
+	 * at == end when no poll is left (or none was granted) */
+	struct mrl_ep_rail **at, **end;
+	/* the poll that found something: what progress then needs */
+	void *buf;
+	size_t count;
+	fi_addr_t *src_addr;
+	/* the core's batch: off the stack, so that the empty poll sets up no
+	 * frame for it */
+	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
+	fi_addr_t src[MRL_CQ_BATCH];
+};
+
 struct mrl_cq {
 	struct fid_cq cq_fid;
 	struct mrl_domain *domain;
@@ -412,6 +450,7 @@ struct mrl_cq {
 	struct mrl_ep *eps[MRL_EPS_PER_CQ];	/* endpoints to progress */
 	int neps;
 	struct mrl_ep *lean_ep;		/* eps[0] when alone, unlocked */
+	struct mrl_lease lease;		/* lean_ep's, for this CQ */
 	uint64_t overflow;
 	/*
 	 * While fi_cq_read(from) progresses an empty queue, completions go
@@ -619,13 +658,6 @@ struct mrl_ep_rail {
 					 * user's FI_SOURCE, rail 0's claims */
 };
 
-/*
- * Core completions read per call: with MRL_CQ_ROUNDS calls per rail per
- * progress (mrl_progress.c), a rail that keeps completing cannot hold the
- * others (and our caller) forever.
- */
-#define MRL_CQ_BATCH		32
-
 struct mrl_ep {
 	struct fid_ep ep_fid;
 	struct mrl_domain *domain;
@@ -687,13 +719,16 @@ struct mrl_ep {
 					 * rail 0 while the cores hold
 					 * message requests) */
 	int kick0;			/* reads of rail 0 due after an inject */
-	int poll_next;			/* the next idle rail read */
+	int poll_next;			/* the next idle rail read (while
+					 * leased: lease.rail) */
 	int read_turn;			/* the busy rail read first */
-	/* a quiet poll's core batch (mrl_ep_poll): off the stack, so that
-	 * the empty poll sets up no frame for it */
-	struct fi_cq_tagged_entry poll_e[MRL_CQ_BATCH];
-	fi_addr_t poll_src[MRL_CQ_BATCH];
 	unsigned int poll_calls;
+	bool leased;			/* its lean CQs' leases granted */
+	/* rails 0, 1, ... in turn, as far as any lease can go from any */
+	struct mrl_ep_rail *idle_cycle[MRL_MAX_RAILS + MRL_HEALTH_TICK];
+	bool lease_off;			/* a core without fi_cq_readfrom */
+	bool enter_slow;		/* the domain locks, or leased: the
+					 * fast path's entry must see to it */
 	uint64_t rma_general;		/* RMA ops the general way took
 					 * (fi_multirail_ep_stats) */
 };
@@ -703,6 +738,16 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 void mrl_ep_progress(struct mrl_ep *ep);
 ssize_t mrl_ep_poll(struct mrl_cq *cq, void *buf, size_t count,
 		    fi_addr_t *src_addr, struct mrl_ep *ep);
+ssize_t mrl_lease_found(struct mrl_cq *cq, ssize_t n);
+ssize_t mrl_lease_found_from(struct mrl_cq *cq, ssize_t n);
+void mrl_ep_lease_give_back(struct mrl_ep *ep);
+
+/* Before anything that may change the endpoint: see struct mrl_lease. */
+static inline void mrl_ep_lease_end(struct mrl_ep *ep)
+{
+	if (__builtin_expect(ep->leased, 0))
+		mrl_ep_lease_give_back(ep);
+}
 void mrl_ep_kick0(struct mrl_ep *ep);
 void mrl_ep_report_err(struct mrl_ep *ep, struct mrl_cq *cq, void *context,
 		       uint64_t flags, int err, uint64_t data);
@@ -829,8 +874,6 @@ void mrl_health_note_target(struct mrl_peer *peer, int nrails,
 			    const uint64_t *keys, uint64_t addr, bool read);
 void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,
 			   int err);
-/* Time is read every MRL_HEALTH_TICK progress calls, not per op. */
-#define MRL_HEALTH_TICK		64
 void mrl_health_tick(struct mrl_ep *ep);
 void mrl_health_fail_unreachable(struct mrl_ep *ep);
 int mrl_health_rail_state(const struct mrl_ep *ep, int rail);
@@ -956,6 +999,13 @@ static inline void mrl_unlock(struct mrl_domain *d)
 {
 	if (d->locking)
 		pthread_mutex_unlock(&d->lock);
+}
+
+/* A call on ep begins: the domain's lock, and the lease ends. */
+static inline void mrl_ep_lock(struct mrl_ep *ep)
+{
+	mrl_lock(ep->domain);
+	mrl_ep_lease_end(ep);
 }
 
 /*

@@ -95,7 +95,7 @@ static ssize_t post(struct mrl_ep *ep, enum atomic_kind kind,
 	struct mrl_msg_req *req;
 	ssize_t ret;
 
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	ret = check_iocs("source", &src, local_mr && !(flags & FI_INJECT));
 	if (!ret && cmp)
 		ret = check_iocs("compare", cmp, local_mr);
@@ -214,7 +214,7 @@ static ssize_t mrl_atomic_inject(struct fid_ep *ep_fid, const void *buf,
 	uint64_t key0;
 	ssize_t ret;
 
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	ret = mrl_rail0_target(ep, dest, key, &caddr, &key0);
 	if (ret)
 		goto out;

@@ -131,7 +131,7 @@ static int mrl_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	struct mrl_ep *ep = to_ep(fid);
 	int ret;
 
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	switch (bfid->fclass) {
 	case FI_CLASS_AV:
 		ret = bind_av(ep, mrl_container_of(bfid, struct mrl_av,
@@ -272,6 +272,9 @@ static int enable(struct mrl_ep *ep)
 	for (r = 0; r < ep->nrails; r++)
 		ep->rails[r].reads_src = ep->want_src ||
 					 (!r && ep->domain->src0);
+	/* the leased polls' turn (struct mrl_lease) */
+	for (r = 0; r < MRL_MAX_RAILS + MRL_HEALTH_TICK; r++)
+		ep->idle_cycle[r] = &ep->rails[r % ep->nrails];
 	ep->enabled = true;
 	ep->progress_held = false;
 	mrl_ctrl_hello_partial(ep);
@@ -284,7 +287,7 @@ static int mrl_ep_control(struct fid *fid, int command, void *arg)
 	uint64_t *flags = arg;
 	int ret = 0;
 
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	switch (command) {
 	case FI_ENABLE:
 		ret = enable(ep);
@@ -347,7 +350,7 @@ static int mrl_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 	size_t have = *addrlen, len;
 	int ret = 0;
 
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	if (!ep->name)
 		ret = build_name(ep);
 	if (ret)
@@ -419,7 +422,7 @@ static ssize_t mrl_ep_cancel(fid_t fid, void *context)
 	ssize_t ret = -FI_ENOENT;
 	size_t i;
 
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	for (i = 0; i < ep->msg_pool_size; i++) {
 		struct mrl_msg_req *req = &ep->msg_reqs[i];
 
@@ -520,7 +523,7 @@ static int mrl_ep_close(struct fid *fid)
 	struct fid_av *spare_avs[MRL_MAX_RAILS] = { NULL };
 	int i;
 
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	if (ep->tx_cq)
 		mrl_cq_detach(ep->tx_cq, ep);
 	if (ep->rx_cq)
@@ -554,7 +557,7 @@ static int mrl_ep_close(struct fid *fid)
 		if (spare_avs[i])
 			fi_close(&spare_avs[i]->fid);
 	}
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	drop_remote_cntrs(ep);
 	mrl_ctrl_forget_sends(ep);
 	mrl_unlock(ep->domain);
@@ -582,7 +585,7 @@ static int ext_rail_stats(struct fid_ep *ep_fid, int rail,
 
 	if (rail < 0 || rail >= ep->nrails || !stats)
 		return -FI_EINVAL;
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	memset(stats, 0, sizeof(*stats));
 	strncpy(stats->domain, ep->domain->rails[rail].info->domain_attr->name,
 		sizeof(stats->domain) - 1);
@@ -629,7 +632,7 @@ static int ext_ep_stats(struct fid_ep *ep_fid,
 		MRL_WARN(FI_LOG_EP_CTRL, "ep_stats: no structure given\n");
 		return -FI_EINVAL;
 	}
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	all.rma_general = ep->rma_general;
 	mrl_unlock(ep->domain);
 	memcpy(stats, &all, size < sizeof(all) ? size : sizeof(all));
@@ -763,6 +766,7 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	}
 	ep->want_src = !!(info->caps & FI_SOURCE);
 	ep->progress_held = true;	/* until enabled */
+	ep->enter_slow = dom->locking;
 	mrl_rma_tx_flags_set(ep, info->tx_attr ? info->tx_attr->op_flags : 0);
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->tx_iov_limit = iov_limit(info->tx_attr ?

@@ -175,7 +175,7 @@ static ssize_t post(struct mrl_ep *ep, const struct msg_args *a)
 	size_t i;
 	ssize_t ret;
 
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	ret = check_args(ep, a);
 	if (!ret)
 		ret = core_addr(ep, a->addr, a->tx, &caddr, &peer);
@@ -350,7 +350,7 @@ static ssize_t inject(struct fid_ep *ep_fid, const void *buf, size_t len,
 	}
 	if (!mrl_inject_fits(ep, len))
 		return -FI_EINVAL;
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	ret = ep->enabled ? core_addr(ep, dest, true, &caddr, &peer) :
 	      -FI_EOPBADSTATE;
 	if (!ret)

@@ -552,8 +552,8 @@ static inline void progress_end(struct mrl_ep *ep)
 
 /*
  * Domain locked.  Reads the rails due and hands on what they hold; the
- * common case reads one rail.  A poll of a quiet endpoint's CQ does the
- * same in fewer steps: mrl_ep_poll.
+ * common case reads one rail.  A quiet endpoint's polls do the same in
+ * fewer steps, under a lease (struct mrl_lease), which ends here.
  */
 void mrl_ep_progress(struct mrl_ep *ep)
 {
@@ -563,6 +563,7 @@ void mrl_ep_progress(struct mrl_ep *ep)
 	ssize_t n;
 	int rail;
 
+	mrl_ep_lease_end(ep);
 	if (ep->progress_held)
 		return;
 	ep->progress_held = true;
@@ -590,54 +591,125 @@ static inline bool quiet(const struct mrl_ep *ep)
 	       !ep->progress_held && ep->health_left > 1 && !rest_due(ep);
 }
 
-/* mrl_ep_poll for an endpoint that is not quiet: progress as ever. */
-static ssize_t __attribute__((noinline))
-poll_busy(struct mrl_cq *cq, size_t count, struct mrl_ep *ep)
+/* ep's CQs that it feeds alone, unlocked (mrl_cq.c's lean CQs). */
+static int lean_cqs(struct mrl_ep *ep, struct mrl_cq *cqs[2])
 {
-	mrl_ep_progress(ep);
-	return mrl_cq_out_end(cq, count);
+	int n = 0;
+
+	if (ep->tx_cq && ep->tx_cq->lean_ep == ep)
+		cqs[n++] = ep->tx_cq;
+	if (ep->rx_cq && ep->rx_cq != ep->tx_cq && ep->rx_cq->lean_ep == ep)
+		cqs[n++] = ep->rx_cq;
+	return n;
+}
+
+static bool cq_empty(const struct mrl_cq *cq)
+{
+	return !cq || (cq->head == cq->tail && mrl_list_empty(&cq->errs));
 }
 
 /*
- * What mrl_ep_poll's core read gave (n: entries, or an error), handed on
- * as progress would.
+ * After a poll that found nothing: if ep is quiet, its lean CQs' next
+ * polls, to the health tick, are leased (struct mrl_lease).  The tick's
+ * count waits in the leases meanwhile: mrl_ep_lease_give_back.
  */
-static ssize_t __attribute__((noinline))
-poll_found(struct mrl_cq *cq, struct mrl_ep *ep, int rail, ssize_t n)
+static void lease_grant(struct mrl_ep *ep)
 {
-	size_t count = cq->out_left;	/* nothing was written yet */
+	struct mrl_cq *cqs[2];
+	int i, n;
 
-	ep->progress_held = true;
-	n = read_outcome(ep, rail, n);
-	if (n)
-		rail_batches(ep, rail, ep->poll_e, ep->poll_src, n);
-	progress_end(ep);	/* mrl_ep_poll counted the call */
-	return mrl_cq_out_end(cq, count);
+	if (!quiet(ep) || ep->want_src || ep->lease_off ||
+	    !cq_empty(ep->tx_cq) || !cq_empty(ep->rx_cq))
+		return;
+	n = lean_cqs(ep, cqs);
+	for (i = 0; i < n; i++) {
+		cqs[i]->lease.at = &ep->idle_cycle[ep->poll_next];
+		cqs[i]->lease.end = cqs[i]->lease.at + ep->health_left - 1;
+	}
+	if (!n)
+		return;
+	ep->health_left = 1;
+	ep->leased = true;
+	ep->enter_slow = true;
+}
+
+/*
+ * The leases end: the tick's count and the idle turn come back from them
+ * (with two CQs leased, the one polled more counts).
+ */
+void mrl_ep_lease_give_back(struct mrl_ep *ep)
+{
+	struct mrl_cq *cqs[2];
+	int i, n = lean_cqs(ep, cqs), left = -1;
+
+	for (i = 0; i < n; i++) {
+		struct mrl_lease *l = &cqs[i]->lease;
+
+		if (left < 0 || l->end - l->at < left) {
+			left = (int) (l->end - l->at);
+			ep->poll_next = (int) (*l->at - ep->rails);
+		}
+		l->end = l->at;
+	}
+	if (left > 0)
+		ep->health_left += left;
+	ep->leased = false;
+	ep->enter_slow = ep->domain->locking;
 }
 
 /*
  * Domain locked.  fi_cq_read(from) of cq, fed by ep alone and holding
  * nothing (mrl_cq.c's read_lean): progress writes into buf (see struct
- * mrl_cq).  Every poll of an empty CQ comes here, and a quiet endpoint's
- * takes the fewest steps (issue 18: the core's poll + 10%): one idle
- * rail's core CQ read inline, nothing found, nothing else to do.
+ * mrl_cq), and a poll that leaves ep quiet leases the next ones.
  */
 ssize_t mrl_ep_poll(struct mrl_cq *cq, void *buf, size_t count,
 		    fi_addr_t *src_addr, struct mrl_ep *ep)
 {
-	ssize_t n;
-	int rail;
+	ssize_t ret;
 
 	mrl_cq_out_begin(cq, buf, count, src_addr);
-	if (!quiet(ep))
-		return poll_busy(cq, count, ep);
-	ep->health_left--;
-	rail = idle_turn(ep);
-	n = read_core(ep, rail, ep->poll_e, ep->poll_src);
-	if (n != -FI_EAGAIN)
-		return poll_found(cq, ep, rail, n);
-	mrl_cq_out_stop(cq);
-	return -FI_EAGAIN;
+	mrl_ep_progress(ep);
+	ret = mrl_cq_out_end(cq, count);
+	if (ret == -FI_EAGAIN)
+		lease_grant(ep);
+	return ret;
+}
+
+/*
+ * A leased poll's core read found something (n: entries, or an error):
+ * the lease ends, and the batch is handed on as progress would, into the
+ * reader's buffer.  The leased poll counted for the tick.
+ */
+static ssize_t lease_found(struct mrl_cq *cq, ssize_t n, fi_addr_t *src_addr)
+{
+	struct mrl_ep *ep = cq->lean_ep;
+	size_t count = cq->lease.count;
+	int rail = (int) (cq->lease.at[-1] - ep->rails);	/* the one read */
+
+	mrl_ep_lease_end(ep);
+	if (n == -FI_ENOSYS) {
+		MRL_WARN(FI_LOG_CQ, "rail %d's core has no fi_cq_readfrom: "
+			 "no leased polls for this endpoint\n", rail);
+		ep->lease_off = true;
+		return mrl_ep_poll(cq, cq->lease.buf, count, src_addr, ep);
+	}
+	mrl_cq_out_begin(cq, cq->lease.buf, count, src_addr);
+	ep->progress_held = true;
+	n = read_outcome(ep, rail, n);
+	if (n)
+		rail_batches(ep, rail, cq->lease.e, cq->lease.src, n);
+	progress_end(ep);
+	return mrl_cq_out_end(cq, count);
+}
+
+ssize_t mrl_lease_found(struct mrl_cq *cq, ssize_t n)
+{
+	return lease_found(cq, n, NULL);
+}
+
+ssize_t mrl_lease_found_from(struct mrl_cq *cq, ssize_t n)
+{
+	return lease_found(cq, n, cq->lease.src_addr);
 }
 
 /* ---- injects, passed whole to rail 0 ------------------------------------ */

@@ -853,13 +853,16 @@ static ssize_t rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
 	struct mrl_ep *ep = to_ep(ep_fid);
 	ssize_t ret;
 
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	ret = rma_submit(ep, a);
 	mrl_unlock(ep->domain);
 	return ret;
 }
 
-/* rma_one under the domain's lock (FI_THREAD_SAFE and the like). */
+/*
+ * rma_one under the domain's lock (FI_THREAD_SAFE and the like), or after
+ * a quiet poll's lease (struct mrl_lease), which ends here.
+ */
 static ssize_t __attribute__((noinline))
 one_locked(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 	   void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
@@ -869,7 +872,7 @@ one_locked(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 					context, data, flags);
 	ssize_t ret;
 
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	ret = rma_whole(ep, &a, true);
 	mrl_unlock(ep->domain);
 	return ret;
@@ -877,7 +880,8 @@ one_locked(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 
 /*
  * Without the lock nothing is called before the fast path declines or
- * posts, so its arguments need no saving: the lock's call is elsewhere.
+ * posts, so its arguments need no saving: the lock's call is elsewhere,
+ * and so is a lease's end (enter_slow: one test for both).
  * Before fi_enable there is no free request: rma_whole declines.
  */
 static inline __attribute__((always_inline))
@@ -885,7 +889,7 @@ ssize_t rma_one(struct fid_ep *ep_fid, const struct one_args *a)
 {
 	struct mrl_ep *ep = to_ep(ep_fid);
 
-	if (ep->domain->locking)
+	if (ep->enter_slow)
 		return one_locked(ep, a->kind, a->buf, a->len, a->desc, a->addr,
 				  a->raddr, a->key, a->context, a->data,
 				  a->flags);
@@ -1060,7 +1064,7 @@ static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 
 	if (!mrl_inject_fits(ep, len))
 		return -FI_EINVAL;
-	mrl_lock(ep->domain);
+	mrl_ep_lock(ep);
 	ret = mrl_rail0_target(ep, dest, key, &caddr, &key0);
 	if (ret)
 		goto out;
