@@ -54,6 +54,17 @@ rma -T -o writedata -X 1000 -S 65536 -W 16
 # fill the reader the way tcp does: rma.sh's runs are the ones that catch
 # rails read out of turn)
 rma -T -o write -Y 100000 -W 64
+# a core without fi_cq_readfrom (nor FI_SOURCE): the leased polls of a
+# quiet endpoint read with it, so the first -FI_ENOSYS turns leases off for
+# that endpoint, with one warning (each process: at most one), and every op
+# lands
+out=$(FI_LOG_LEVEL=warn FI_EFA_EMU_NO_READFROM=1 \
+	rma -T -o writedata -X 1000 -S 65536 -W 16 2>&1) ||
+	{ echo "$out"; exit 1; }
+warned=$(echo "$out" | grep -c "has no fi_cq_readfrom: no leased polls" ||
+	true)
+[ "$warned" -ge 1 ] && [ "$warned" -le 2 ] ||
+	{ echo "$out" | tail -20; echo "FAIL: $warned warnings of leases off"; exit 1; }
 # FI_THREAD_SAFE over 32-bit keys: threads share endpoints, CQs, and the
 # domain's key generation (concurrent registrations)
 run ./test/mt_test

@@ -101,6 +101,9 @@ static void read_knobs(void)
 			"bus) only (default: every NIC)");
 	fi_param_define(&emu_prov, "emu_delay_us", FI_PARAM_INT,
 			"Fault: every completion is held this long (default 0)");
+	fi_param_define(&emu_prov, "emu_no_readfrom", FI_PARAM_BOOL,
+			"CQs answer fi_cq_readfrom with -FI_ENOSYS and no "
+			"FI_SOURCE is offered (default 0)");
 
 	emu_knobs.nics = "79=lo,80=lo,81=lo,82=lo";
 	fi_param_get_str(&emu_prov, "emu_nics", &emu_knobs.nics);
@@ -130,6 +133,8 @@ static void read_knobs(void)
 			 &emu_knobs.eagain_burst);
 	fi_param_get_str(&emu_prov, "emu_eagain_nic", &emu_knobs.eagain_nic);
 	fi_param_get_int(&emu_prov, "emu_delay_us", &emu_knobs.delay_us);
+	fi_param_get_bool(&emu_prov, "emu_no_readfrom",
+			  &emu_knobs.no_readfrom);
 	parse_nics(emu_knobs.nics);
 	emu_hmem_init();
 }
@@ -223,6 +228,9 @@ static void set_attrs(struct fi_info *fi, bool direct, const char *domain,
 {
 	uint64_t caps = direct ? EMU_DIRECT_CAPS : EMU_RDM_CAPS;
 	size_t core_inject = fi->tx_attr->inject_size;
+
+	if (emu_knobs.no_readfrom)
+		caps &= ~FI_SOURCE;
 
 	fi->caps = caps;
 	fi->mode = direct ? FI_CONTEXT2 : 0;

@@ -72,6 +72,8 @@ struct emu_knobs {
 	int eagain_burst;		/* of this many -FI_EAGAIN */
 	char *eagain_nic;		/* on this NIC only (NULL: all) */
 	int delay_us;			/* completions held this long */
+	int no_readfrom;		/* CQs without fi_cq_readfrom, and no
+					 * FI_SOURCE: a core that never had it */
 };
 
 extern struct emu_knobs emu_knobs;

@@ -203,6 +203,14 @@ static ssize_t cq_read(struct fid_cq *fid, void *buf, size_t count)
 	return cq_readfrom(fid, buf, count, NULL);
 }
 
+static ssize_t cq_readfrom_api(struct fid_cq *fid, void *buf, size_t count,
+			       fi_addr_t *src)
+{
+	if (emu_knobs.no_readfrom)
+		return -FI_ENOSYS;
+	return cq_readfrom(fid, buf, count, src);
+}
+
 static ssize_t cq_readerr(struct fid_cq *fid, struct fi_cq_err_entry *out,
 			  uint64_t flags)
 {
@@ -269,7 +277,7 @@ static ssize_t cq_nosys(void)
 static struct fi_ops_cq cq_ops = {
 	.size = sizeof(struct fi_ops_cq),
 	.read = cq_read,
-	.readfrom = cq_readfrom,
+	.readfrom = cq_readfrom_api,
 	.readerr = cq_readerr,
 	.sread = (void *) cq_nosys,
 	.sreadfrom = (void *) cq_nosys,
