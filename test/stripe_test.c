@@ -1102,6 +1102,23 @@ static void test_fill_adapt(void)
 	mrl_engine_fini(&eng);
 }
 
+/* 8 rails whose byte levels adapt, as the spreading tests take them. */
+static const struct mrl_engine_attr spread_attr = {
+	.nrails = 8, .max_chunks_per_rail = 64,
+	.max_bytes_per_rail = 1 << 20, .final_size = 4096,
+	.fill_chunks = 16, .fill_bytes = 65536, .fill_adapt = true,
+};
+
+/* Rails 0 to n - 1 read with completions until at the top. */
+static void reads_to_top(struct mrl_engine *eng, int n)
+{
+	int r, i;
+
+	for (r = 0; r < n; r++)
+		for (i = 0; i < MRL_FILL_STEPS; i++)
+			mrl_engine_rail_read(eng, r, true);
+}
+
 /*
  * The engine spreads while a rail read is below the top (its link held it
  * back, or it has yet to earn its level): whole ops go to an idle rail of
@@ -1112,20 +1129,14 @@ static void test_fill_adapt(void)
  */
 static void test_fill_spread(void)
 {
-	struct mrl_engine_attr attr = {
-		.nrails = 8, .max_chunks_per_rail = 64,
-		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
-		.fill_chunks = 16, .fill_bytes = 65536, .fill_adapt = true,
-	};
+	struct mrl_engine_attr attr = spread_attr;
 	struct mrl_op ops[16];
 	struct mrl_engine eng;
 	struct fake f;
-	int i, r, rail, n = 0;
+	int i, rail, n = 0;
 
 	setup_attr(&eng, &f, &attr);
-	for (r = 0; r < 4; r++)
-		for (i = 0; i < MRL_FILL_STEPS; i++)
-			mrl_engine_rail_read(&eng, r, true);
+	reads_to_top(&eng, 4);
 	CHECK(!eng.below_top, "rails 0-3 at the top, 4-7 never read: "
 	      "below the top 0x%x", eng.below_top);
 	for (i = 0; i < 4; i++) {
@@ -1180,20 +1191,13 @@ static void test_fill_spread(void)
  */
 static void test_fill_spread_outside_mask(void)
 {
-	struct mrl_engine_attr attr = {
-		.nrails = 8, .max_chunks_per_rail = 64,
-		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
-		.fill_chunks = 16, .fill_bytes = 65536, .fill_adapt = true,
-	};
 	struct mrl_op ops[8];
 	struct mrl_engine eng;
 	struct fake f;
-	int i, r, rail, n = 0;
+	int i, rail, n = 0;
 
-	setup_attr(&eng, &f, &attr);
-	for (r = 0; r < 5; r++)
-		for (i = 0; i < MRL_FILL_STEPS; i++)
-			mrl_engine_rail_read(&eng, r, true);
+	setup_attr(&eng, &f, &spread_attr);
+	reads_to_top(&eng, 5);
 	for (i = 0; i < 4; i++)
 		post_fast(&eng, &f, &ops[n++], 4096, 0x10);
 	mrl_engine_rail_read(&eng, 4, false);

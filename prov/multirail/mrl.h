@@ -720,7 +720,7 @@ struct mrl_ep {
 					 * message requests) */
 	int kick0;			/* reads of rail 0 due after an inject */
 	int poll_next;			/* the next idle rail read (while
-					 * leased: lease.rail) */
+					 * leased: the leases' cursors) */
 	int read_turn;			/* the busy rail read first */
 	unsigned int poll_calls;
 	bool leased;			/* its lean CQs' leases granted */
@@ -742,7 +742,7 @@ ssize_t mrl_lease_found(struct mrl_cq *cq, ssize_t n);
 ssize_t mrl_lease_found_from(struct mrl_cq *cq, ssize_t n);
 void mrl_ep_lease_give_back(struct mrl_ep *ep);
 
-/* Before anything that may change the endpoint: see struct mrl_lease. */
+/* Before any call on the endpoint and any progress: see struct mrl_lease. */
 static inline void mrl_ep_lease_end(struct mrl_ep *ep)
 {
 	if (__builtin_expect(ep->leased, 0))

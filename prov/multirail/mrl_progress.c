@@ -622,12 +622,12 @@ static void lease_grant(struct mrl_ep *ep)
 	    !cq_empty(ep->tx_cq) || !cq_empty(ep->rx_cq))
 		return;
 	n = lean_cqs(ep, cqs);
+	if (!n)
+		return;
 	for (i = 0; i < n; i++) {
 		cqs[i]->lease.at = &ep->idle_cycle[ep->poll_next];
 		cqs[i]->lease.end = cqs[i]->lease.at + ep->health_left - 1;
 	}
-	if (!n)
-		return;
 	ep->health_left = 1;
 	ep->leased = true;
 	ep->enter_slow = true;
