@@ -5,7 +5,7 @@
 export FI_PROVIDER_PATH="$(pwd)/.libs"
 unset FI_PROVIDER
 export FI_MULTIRAIL_RAILS=lo,lo FI_LOG_LEVEL=warn FI_MULTIRAIL_MAX_LEARNED_PEERS=4 \
-	FI_MULTIRAIL_RAIL_TIMEOUT_MS=3000
+	FI_MULTIRAIL_RAIL_TIMEOUT_MS=3000 FI_MULTIRAIL_CONNECT_TIMEOUT_MS=3000
 log=ctrl-test.log
 timeout 120 ./test/ctrl_test 2>"$log" || { tail -n 20 "$log"; exit 1; }
 for why in "another version of multirail's control protocol" \

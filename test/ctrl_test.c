@@ -899,9 +899,10 @@ static int silent_listener(struct sockaddr_in *sin)
  * core refusing them while it connects.  They must not hold back the
  * control messages to the other peers on those rails: a new peer's keys
  * are still learned and rail 1 still carries its writes.  Then the silent
- * peer's write fails once the refusals outlast FI_MULTIRAIL_RAIL_TIMEOUT_MS
- * (ctrl.sh: 3 s) and rail 0 goes out of service for it, and its key
- * request leaves the backlog (ctrl.sh checks the warning).
+ * peer's write fails once the refusals outlast the deadline (ctrl.sh: 3 s,
+ * FI_MULTIRAIL_RAIL_TIMEOUT_MS and FI_MULTIRAIL_CONNECT_TIMEOUT_MS alike)
+ * and rail 0 goes out of service for it, and its key request leaves the
+ * backlog (ctrl.sh checks the warning).
  */
 /* mr_side's own address with every rail pointing at sin: a silent peer. */
 static fi_addr_t insert_silent_peer(const struct sockaddr_in *sin)

@@ -31,10 +31,10 @@ link() {	# RAIL up|down, both ends
 }
 
 # stream OP [-T]: 80 x 16 MiB in the background; a short deadline so that the
-# rail is taken out, probed and brought back within the run.  Not shorter
-# than 1 s: at 500 ms, on a slow VM, rail 0 was also taken out for its
-# core's refusals while a rail was down, and ops failed (docs/status.md,
-# stop 39; old code and new alike)
+# rail is taken out, probed and brought back within the run.  (Until stop
+# 40, on a slow VM, rail 0 was taken out while its connection waited for
+# the target's first progress, and ops failed: FI_MULTIRAIL_CONNECT_TIMEOUT_MS
+# now judges a peer that has accepted nothing yet.)
 stream() {
 	FI_MULTIRAIL_RAIL_TIMEOUT_MS=1000 timeout 300 ./test/rma_test \
 		-N mrl_a,mrl_b -o "$1" -S 16777216 -W 8 -X 80 $2 \

@@ -33,6 +33,11 @@
  *            target after its completion, writedata's at its CQ entry
  *            too, exactly once;
  *            prints the bytes completed per second, wall-clock stamped)
+ *            [-J ms] (with -X: the target sleeps that long before its
+ *            first progress, so the initiator's first posts meet
+ *            connections not yet accepted, for longer than a short
+ *            FI_MULTIRAIL_RAIL_TIMEOUT_MS: a late peer, not a failed
+ *            rail, and every op must still succeed)
  *            [-Y count] (count 8-byte fi_write to distinct words,
  *            -W in flight, each reposted as soon as its completion is
  *            read, 32 entries a read: small ops fill the lowest rails and
@@ -216,6 +221,7 @@ static enum fi_cq_format init_format = FI_CQ_FORMAT_DATA;
 static unsigned long expect_rails;	/* -L */
 /* -T: FI_THREAD_DOMAIN, no lock: multirail's CQ read takes its lean way */
 static int thread_domain;
+static unsigned int late_ms;	/* -J */
 
 static void setup(int raw)
 {
@@ -1825,6 +1831,8 @@ static void stream_target(int op, uint32_t count, size_t size, uint64_t seed)
 	uint32_t i;
 
 	memset(buf, POISON, buf_size);
+	if (late_ms)
+		usleep(late_ms * 1000u);
 	for (;;) {
 		while (!oob_ready())
 			stream_take_cq(op, count, size, seed, seen);
@@ -1957,7 +1965,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:G:Z:Q:TDB")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:G:Z:Q:TDBJ:")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -2041,13 +2049,18 @@ int main(int argc, char **argv)
 		case 'T':
 			thread_domain = 1;
 			break;
+		case 'J':
+			late_ms = strtoul(optarg, NULL, 0);
+			if (late_ms > 10000)
+				die("-J wants 10000 ms at most");
+			break;
 		case 'L':
 			expect_rails = strtoul(optarg, NULL, 16);
 			if (!expect_rails)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions] [-B] [-D] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions] [-B] [-D] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T] [-J ms]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
@@ -2067,6 +2080,8 @@ int main(int argc, char **argv)
 	}
 	if (selective && !turns_count)
 		die("-Z goes with -Y");
+	if (late_ms && !stream_count)
+		die("-J goes with -X");
 	if (key_regions && (!turns_count || selective || raw ||
 			    key_regions < 2 || key_regions > 8 ||
 			    turns_count % key_regions))
@@ -2079,6 +2094,8 @@ int main(int argc, char **argv)
 	if (pid < 0)
 		die("fork");
 	sock = pid ? sv[0] : sv[1];
+	/* each side's death is the other's EOF: no failed side left waiting */
+	close(pid ? sv[1] : sv[0]);
 	role = pid ? "initiator" : "target";
 	if (netns)
 		enter_netns(netns, !pid);

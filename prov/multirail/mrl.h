@@ -85,6 +85,7 @@ struct mrl_params {
 	int rails_per_gpu;	/* 0: every rail of the closest class */
 	int max_learned;	/* peers known only from control messages */
 	int rail_timeout_ms;	/* a rail stuck this long is out; 0: never */
+	int connect_timeout_ms;	/* the same until a peer accepts us */
 	int probe_ms;		/* first probe of a failed rail after */
 };
 extern struct mrl_params mrl_params;
@@ -307,6 +308,8 @@ struct mrl_peer {
 	struct mrl_peer_health *health;
 	uint32_t refused_rails;		/* the core said -FI_EAGAIN to the
 					 * last post there */
+	bool reached;			/* the core took a post to the peer
+					 * on some rail: it accepts us */
 	struct {
 		uint32_t since_ms;	/* the streak's first refusal */
 		uint32_t last_ms;	/* and its latest */
@@ -863,10 +866,17 @@ void mrl_health_chunk_failed(struct mrl_ep *ep, struct mrl_chunk *chunk,
 			     int err);
 void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 
-/* A post to peer on rail passed: the rail's refusal streak ends. */
+/* The core took a post to peer (see mrl_health_refused). */
+static inline void mrl_health_reached(struct mrl_peer *peer)
+{
+	peer->reached = true;
+}
+
+/* A data post or flush to peer on rail passed: its refusal streak ends. */
 static inline void mrl_health_posted(struct mrl_peer *peer, int rail)
 {
 	peer->refused_rails &= ~(1u << rail);
+	mrl_health_reached(peer);
 }
 bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
 			    int rail, int err);

@@ -263,6 +263,8 @@ static ssize_t post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	if (!ret) {
 		ep->rails[buf->rail].ctrl_sent++;
 		mrl_side_posted(ep, ep->ctrl_ep ? 0 : buf->rail);
+		if (buf->peer)
+			mrl_health_reached(buf->peer);
 	}
 	return ret;
 }

@@ -7,7 +7,8 @@
  *   - the rail holds chunks or fences and completes none for the
  *     deadline (FI_MULTIRAIL_RAIL_TIMEOUT_MS), or
  *   - the core refuses every post to the peer on the rail (-FI_EAGAIN)
- *     for the deadline.
+ *     for the deadline (FI_MULTIRAIL_CONNECT_TIMEOUT_MS until the peer
+ *     accepts us on some rail).
  * Per peer, because a peer that dies fails on every rail while the others
  * keep theirs.  The peer's ops lose the rail from their masks, so the
  * engine posts their failed chunks on the rails left and copies the stuck
@@ -217,11 +218,30 @@ bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
  * was tried there (a rail left alone proves nothing).  Each rail is judged
  * by its own streak, so a rail that refused once and then carried nothing
  * is not taken out with one refusing now.
+ *
+ * Until the peer accepts us on some rail, the deadline is
+ * FI_MULTIRAIL_CONNECT_TIMEOUT_MS: a core like rxm refuses every post to
+ * the peer until its progress accepts the connections, and a peer that
+ * starts late is not a failed rail.  Before the peer's keys come, rail 0
+ * is all its ops have: taking it out at the rails' deadline failed them
+ * (-FI_EHOSTUNREACH) with the peer's other rails fine.  The peer accepts
+ * us once the core took a control message or a general-way post to it
+ * (mrl_health_reached), or once this rail completed anything (the fast
+ * path's posts record nothing per peer).  A rail that refuses while the
+ * peer's others take posts is judged by the rails' deadline, however new.
  */
+static bool peer_reached(const struct mrl_ep *ep,
+			 const struct mrl_peer *peer, int rail)
+{
+	return peer->reached || ep->engine.rail[rail].completions;
+}
+
 void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
-	uint32_t deadline = (uint32_t) mrl_params.rail_timeout_ms, now_ms;
-	uint32_t done = (uint32_t) ep->engine.rail[rail].completions;
+	bool reached = peer_reached(ep, peer, rail);
+	uint32_t deadline = (uint32_t) (reached ? mrl_params.rail_timeout_ms :
+					mrl_params.connect_timeout_ms);
+	uint32_t done = (uint32_t) ep->engine.rail[rail].completions, now_ms;
 
 	if (!ep->now_ns)
 		ep->now_ns = clock_ns();
@@ -236,8 +256,9 @@ void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 	if (!deadline || now_ms - peer->refused[rail].since_ms <= deadline)
 		return;
 	peer->refused_rails &= ~bit(rail);
-	rail_down(ep, peer, rail, "the core refused every post for longer "
-		  "than FI_MULTIRAIL_RAIL_TIMEOUT_MS");
+	rail_down(ep, peer, rail, reached ? "the core refused every post "
+		  "for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS" : "the peer "
+		  "accepted no post within FI_MULTIRAIL_CONNECT_TIMEOUT_MS");
 }
 
 /* Where probes go: the peer's latest op, refreshed while it is sick. */
@@ -448,6 +469,7 @@ void mrl_health_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
 		return;
 	mrl_health_forget_peer(peer);
 	peer->refused_rails = 0;
+	peer->reached = false;
 }
 
 /* The peer's health goes, and the counts its rails out of service held. */
