@@ -34,7 +34,7 @@ link() {	# RAIL up|down, both ends
 # rail is taken out, probed and brought back within the run.  (Until stop
 # 40, on a slow VM, rail 0 was taken out while its connection waited for
 # the target's first progress, and ops failed: FI_MULTIRAIL_CONNECT_TIMEOUT_MS
-# now judges a peer that has accepted nothing yet.)
+# now judges a peer that has not answered yet.)
 stream() {
 	FI_MULTIRAIL_RAIL_TIMEOUT_MS=1000 timeout 300 ./test/rma_test \
 		-N mrl_a,mrl_b -o "$1" -S 16777216 -W 8 -X 80 $2 \

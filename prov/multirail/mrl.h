@@ -85,7 +85,7 @@ struct mrl_params {
 	int rails_per_gpu;	/* 0: every rail of the closest class */
 	int max_learned;	/* peers known only from control messages */
 	int rail_timeout_ms;	/* a rail stuck this long is out; 0: never */
-	int connect_timeout_ms;	/* the same until a peer accepts us */
+	int connect_timeout_ms;	/* the same until a peer answers */
 	int probe_ms;		/* first probe of a failed rail after */
 };
 extern struct mrl_params mrl_params;
@@ -308,8 +308,8 @@ struct mrl_peer {
 	struct mrl_peer_health *health;
 	uint32_t refused_rails;		/* the core said -FI_EAGAIN to the
 					 * last post there */
-	bool reached;			/* the core took a post to the peer
-					 * on some rail: it accepts us */
+	bool answered;			/* a control message came from the
+					 * peer: it runs (mrl_health_refused) */
 	struct {
 		uint32_t since_ms;	/* the streak's first refusal */
 		uint32_t last_ms;	/* and its latest */
@@ -649,6 +649,8 @@ struct mrl_ep_rail {
 	struct fid_mr *ctrl_mr;		/* control buffers, FI_MR_LOCAL cores */
 	/* health (mrl_health.c) */
 	uint64_t watch_completions, watch_since_ns;
+	uint64_t quiet_since_ns;	/* the last completion's time, or the
+					 * work's start: kept across firings */
 	uint32_t fences;		/* fences in flight: work the stall
 					 * watch sees, as it sees chunks */
 	uint64_t fences_done;
@@ -866,17 +868,10 @@ void mrl_health_chunk_failed(struct mrl_ep *ep, struct mrl_chunk *chunk,
 			     int err);
 void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 
-/* The core took a post to peer (see mrl_health_refused). */
-static inline void mrl_health_reached(struct mrl_peer *peer)
-{
-	peer->reached = true;
-}
-
-/* A data post or flush to peer on rail passed: its refusal streak ends. */
+/* A post to peer on rail passed: the rail's refusal streak ends. */
 static inline void mrl_health_posted(struct mrl_peer *peer, int rail)
 {
 	peer->refused_rails &= ~(1u << rail);
-	mrl_health_reached(peer);
 }
 bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
 			    int rail, int err);

@@ -263,8 +263,6 @@ static ssize_t post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	if (!ret) {
 		ep->rails[buf->rail].ctrl_sent++;
 		mrl_side_posted(ep, ep->ctrl_ep ? 0 : buf->rail);
-		if (buf->peer)
-			mrl_health_reached(buf->peer);
 	}
 	return ret;
 }
@@ -672,6 +670,7 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		return;
 	}
 	learned->peer = peer;
+	peer->answered = true;	/* its rails are judged by their deadline */
 	switch (msg->type) {
 	case MRL_CTRL_HELLO:
 		send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0, msg->nonce);

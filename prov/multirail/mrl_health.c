@@ -7,8 +7,9 @@
  *   - the rail holds chunks or fences and completes none for the
  *     deadline (FI_MULTIRAIL_RAIL_TIMEOUT_MS), or
  *   - the core refuses every post to the peer on the rail (-FI_EAGAIN)
- *     for the deadline (FI_MULTIRAIL_CONNECT_TIMEOUT_MS until the peer
- *     accepts us on some rail).
+ *     for the deadline.
+ * Until the peer answers, the deadline is FI_MULTIRAIL_CONNECT_TIMEOUT_MS
+ * (peer_answered).
  * Per peer, because a peer that dies fails on every rail while the others
  * keep theirs.  The peer's ops lose the rail from their masks, so the
  * engine posts their failed chunks on the rails left and copies the stuck
@@ -209,6 +210,25 @@ bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
 }
 
 /*
+ * Has the peer shown it runs?  A peer that starts late is not a failed
+ * rail: a core like rxm refuses every post to it until its progress
+ * accepts the connections, and one like efa takes the posts and completes
+ * none until then.  Before the peer's keys come, rail 0 is all its ops
+ * have: taking it out at the rails' deadline failed them
+ * (-FI_EHOSTUNREACH) with the peer's other rails fine.  So until the peer
+ * answers, its rails have FI_MULTIRAIL_CONNECT_TIMEOUT_MS.  A control
+ * message from the peer is its answer (the first op to a peer of several
+ * rails asks for its keys); a completion on the rail also counts, of any
+ * peer's (the fast path records nothing per peer; a peer of one rail is
+ * asked nothing).
+ */
+static bool peer_answered(const struct mrl_ep *ep,
+			  const struct mrl_peer *peer, int rail)
+{
+	return peer->answered || ep->engine.rail[rail].completions;
+}
+
+/*
  * The core refused a post to peer on rail (-FI_EAGAIN).  A rail is taken
  * out once it has refused every post there for longer than the deadline.
  * Its streak begins with a refusal after a general-way post or a flush
@@ -219,27 +239,13 @@ bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
  * by its own streak, so a rail that refused once and then carried nothing
  * is not taken out with one refusing now.
  *
- * Until the peer accepts us on some rail, the deadline is
- * FI_MULTIRAIL_CONNECT_TIMEOUT_MS: a core like rxm refuses every post to
- * the peer until its progress accepts the connections, and a peer that
- * starts late is not a failed rail.  Before the peer's keys come, rail 0
- * is all its ops have: taking it out at the rails' deadline failed them
- * (-FI_EHOSTUNREACH) with the peer's other rails fine.  The peer accepts
- * us once the core took a control message or a general-way post to it
- * (mrl_health_reached), or once this rail completed anything (the fast
- * path's posts record nothing per peer).  A rail that refuses while the
- * peer's others take posts is judged by the rails' deadline, however new.
+ * Until the peer answers, the deadline is FI_MULTIRAIL_CONNECT_TIMEOUT_MS
+ * (peer_answered).
  */
-static bool peer_reached(const struct mrl_ep *ep,
-			 const struct mrl_peer *peer, int rail)
-{
-	return peer->reached || ep->engine.rail[rail].completions;
-}
-
 void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
-	bool reached = peer_reached(ep, peer, rail);
-	uint32_t deadline = (uint32_t) (reached ? mrl_params.rail_timeout_ms :
+	bool answered = peer_answered(ep, peer, rail);
+	uint32_t deadline = (uint32_t) (answered ? mrl_params.rail_timeout_ms :
 					mrl_params.connect_timeout_ms);
 	uint32_t done = (uint32_t) ep->engine.rail[rail].completions, now_ms;
 
@@ -256,9 +262,9 @@ void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 	if (!deadline || now_ms - peer->refused[rail].since_ms <= deadline)
 		return;
 	peer->refused_rails &= ~bit(rail);
-	rail_down(ep, peer, rail, reached ? "the core refused every post "
+	rail_down(ep, peer, rail, answered ? "the core refused every post "
 		  "for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS" : "the peer "
-		  "accepted no post within FI_MULTIRAIL_CONNECT_TIMEOUT_MS");
+		  "has not answered within FI_MULTIRAIL_CONNECT_TIMEOUT_MS");
 }
 
 /* Where probes go: the peer's latest op, refreshed while it is sick. */
@@ -276,13 +282,40 @@ void mrl_health_note_target(struct mrl_peer *peer, int nrails,
 	}
 }
 
+struct stall {
+	struct mrl_ep *ep;
+	int rail;
+	uint64_t quiet_ns;	/* since the rail's last completion */
+};
+
+/* Has peer been silent on the stalled rail past its deadline? */
+static bool stalled_for(const struct stall *s, const struct mrl_peer *peer)
+{
+	if (peer->rails_down & bit(s->rail))
+		return false;
+	if (peer_answered(s->ep, peer, s->rail))
+		return true;
+	return mrl_params.connect_timeout_ms &&
+	       s->quiet_ns > ms_ns(mrl_params.connect_timeout_ms);
+}
+
 /* A chunk stuck on a rail still in service for its peer. */
 static bool stuck_chunk(const struct mrl_chunk *chunk, void *arg)
 {
-	const struct mrl_peer *peer = chunk->op->peer;
+	return !chunk->orphan && stalled_for(arg, chunk->op->peer);
+}
 
-	(void) arg;
-	return !chunk->orphan && !(peer->rails_down & bit(chunk->rail));
+/* rail_down's reason for a stall: what did not complete, by which rule */
+static void stall_down(const struct stall *s, struct mrl_peer *peer,
+		       const char *what)
+{
+	char why[128];
+
+	snprintf(why, sizeof(why), peer_answered(s->ep, peer, s->rail) ?
+		 "%s for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS" :
+		 "%s, and the peer has not answered, for longer than "
+		 "FI_MULTIRAIL_CONNECT_TIMEOUT_MS", what);
+	rail_down(s->ep, peer, s->rail, why);
 }
 
 /*
@@ -292,19 +325,18 @@ static bool stuck_chunk(const struct mrl_chunk *chunk, void *arg)
  * (their bytes left), and a message that overtook them could tell the
  * target to read bytes not yet there.
  */
-static void fences_stuck(struct mrl_ep *ep, int rail)
+static void fences_stuck(const struct stall *s)
 {
-	struct mrl_av *av = ep->av;
+	struct mrl_av *av = s->ep->av;
 	struct mrl_peer *peer;
 	size_t i;
 
 	for (i = 0; av && i < av->nall; i++) {
 		peer = av->all[i];
-		if (peer->fence.owner == ep &&
-		    (peer->fence.inflight & bit(rail)) &&
-		    !(peer->rails_down & bit(rail)))
-			rail_down(ep, peer, rail, "a fence has not completed for "
-				  "longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS");
+		if (peer->fence.owner == s->ep &&
+		    (peer->fence.inflight & bit(s->rail)) &&
+		    stalled_for(s, peer))
+			stall_down(s, peer, "a fence has not completed");
 	}
 }
 
@@ -321,6 +353,8 @@ static void watch_rail(struct mrl_ep *ep, int rail)
 	uint64_t done = rc->completions + r->fences_done;
 	struct mrl_chunk *chunk;
 
+	struct stall s = { ep, rail, 0 };
+
 	if (!(rc->inflight || r->fences)) {
 		r->watch_since_ns = 0;	/* a fresh start when work comes */
 		return;
@@ -328,18 +362,19 @@ static void watch_rail(struct mrl_ep *ep, int rail)
 	if (done != r->watch_completions || !r->watch_since_ns) {
 		r->watch_completions = done;
 		r->watch_since_ns = ep->now_ns;
+		r->quiet_since_ns = ep->now_ns;
 		return;
 	}
 	if (ep->now_ns - r->watch_since_ns <= ms_ns(mrl_params.rail_timeout_ms))
 		return;
 	r->watch_since_ns = ep->now_ns;	/* once per deadline */
+	s.quiet_ns = ep->now_ns - r->quiet_since_ns;
 	/* one peer at a time: a peer left without rails loses its chunks */
 	while ((chunk = mrl_engine_find_chunk(&ep->engine, rail, stuck_chunk,
-					      NULL)))
-		rail_down(ep, chunk->op->peer, rail, "no chunk completed for "
-			  "longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS");
+					      &s)))
+		stall_down(&s, chunk->op->peer, "no chunk completed");
 	if (r->fences)
-		fences_stuck(ep, rail);
+		fences_stuck(&s);
 	mrl_engine_reissue(&ep->engine, rail);
 }
 
@@ -469,7 +504,7 @@ void mrl_health_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
 		return;
 	mrl_health_forget_peer(peer);
 	peer->refused_rails = 0;
-	peer->reached = false;
+	peer->answered = false;
 }
 
 /* The peer's health goes, and the counts its rails out of service held. */
