@@ -93,12 +93,12 @@ FI_EFA_EMU_EAGAIN_NIC=82 FI_EFA_EMU_EAGAIN_EVERY=10 FI_EFA_EMU_EAGAIN_BURST=2 \
 	rma -T -o write -Y 40000 -W 64 -G 4
 # bad input, refused as over tcp
 FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm run ./test/badinput_test
-# A target that starts progressing 1.5 s late: the test provider takes
-# the writes and completes none until then, five times the deadline.  The
+# A target that starts progressing 3 s late: the test provider takes the
+# writes and completes none until then, three times the deadline.  The
 # target has not answered yet, so FI_MULTIRAIL_CONNECT_TIMEOUT_MS judges
 # rail 0, not the rails' deadline (on stop 39's code rail 0 went out and
 # every op failed -FI_EHOSTUNREACH).
-FI_MULTIRAIL_RAIL_TIMEOUT_MS=300 rma -o write -X 16 -S 16777216 -W 8 -J 1500
+FI_MULTIRAIL_RAIL_TIMEOUT_MS=1000 rma -o write -X 16 -S 16777216 -W 8 -J 3000
 # Rail failure (docs/reliability.md), NIC 82 is rail 3.  Its transmits fail
 # for 1.5 s after its 50th: the failed chunks go to the other rails, every
 # op succeeds, and a probe brings the rail back.  The fault starts with a

@@ -308,8 +308,8 @@ struct mrl_peer {
 	struct mrl_peer_health *health;
 	uint32_t refused_rails;		/* the core said -FI_EAGAIN to the
 					 * last post there */
-	bool answered;			/* a control message came from the
-					 * peer: it runs (mrl_health_refused) */
+	uint64_t answered_ns;		/* when a control message first came
+					 * from the peer: it runs (0: none) */
 	struct {
 		uint32_t since_ms;	/* the streak's first refusal */
 		uint32_t last_ms;	/* and its latest */
@@ -867,6 +867,7 @@ void mrl_peer_free(struct mrl_peer *peer);
 void mrl_health_chunk_failed(struct mrl_ep *ep, struct mrl_chunk *chunk,
 			     int err);
 void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
+void mrl_health_answered(struct mrl_peer *peer);
 
 /* A post to peer on rail passed: the rail's refusal streak ends. */
 static inline void mrl_health_posted(struct mrl_peer *peer, int rail)

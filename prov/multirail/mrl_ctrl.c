@@ -670,7 +670,7 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		return;
 	}
 	learned->peer = peer;
-	peer->answered = true;	/* its rails are judged by their deadline */
+	mrl_health_answered(peer);
 	switch (msg->type) {
 	case MRL_CTRL_HELLO:
 		send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0, msg->nonce);

@@ -9,7 +9,7 @@
  *   - the core refuses every post to the peer on the rail (-FI_EAGAIN)
  *     for the deadline.
  * Until the peer answers, the deadline is FI_MULTIRAIL_CONNECT_TIMEOUT_MS
- * (peer_answered).
+ * (past_deadline).
  * Per peer, because a peer that dies fails on every rail while the others
  * keep theirs.  The peer's ops lose the rail from their masks, so the
  * engine posts their failed chunks on the rails left and copies the stuck
@@ -216,16 +216,45 @@ bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
  * none until then.  Before the peer's keys come, rail 0 is all its ops
  * have: taking it out at the rails' deadline failed them
  * (-FI_EHOSTUNREACH) with the peer's other rails fine.  So until the peer
- * answers, its rails have FI_MULTIRAIL_CONNECT_TIMEOUT_MS.  A control
- * message from the peer is its answer (the first op to a peer of several
- * rails asks for its keys); a completion on the rail also counts, of any
- * peer's (the fast path records nothing per peer; a peer of one rail is
- * asked nothing).
+ * answers, its rails have FI_MULTIRAIL_CONNECT_TIMEOUT_MS, and the rails'
+ * deadline counts from the answer (the refusals or the quiet before it
+ * were the peer's lateness, and a rail needs a moment to get going).  A
+ * control message from the peer is its answer (mrl_health_answered: the
+ * first op to a peer of several rails asks for its keys).  A rail that
+ * completed anything needs no answer, whose ever it was (the fast path
+ * records nothing per peer; a peer of one rail is asked nothing).
  */
-static bool peer_answered(const struct mrl_ep *ep,
-			  const struct mrl_peer *peer, int rail)
+static bool answered(const struct mrl_ep *ep, const struct mrl_peer *peer,
+		     int rail)
 {
-	return peer->answered || ep->engine.rail[rail].completions;
+	return peer->answered_ns || ep->engine.rail[rail].completions;
+}
+
+/* rail has been stuck for peer (refusing, or completing nothing) this long:
+ * past the deadline? */
+static bool past_deadline(const struct mrl_ep *ep,
+			  const struct mrl_peer *peer, int rail,
+			  uint64_t stuck_ns)
+{
+	uint64_t since_answer;
+
+	if (!answered(ep, peer, rail))
+		return mrl_params.connect_timeout_ms &&
+		       stuck_ns > ms_ns(mrl_params.connect_timeout_ms);
+	if (!ep->engine.rail[rail].completions) {
+		since_answer = ep->now_ns > peer->answered_ns ?
+			       ep->now_ns - peer->answered_ns : 0;
+		if (stuck_ns > since_answer)
+			stuck_ns = since_answer;
+	}
+	return mrl_params.rail_timeout_ms &&
+	       stuck_ns > ms_ns(mrl_params.rail_timeout_ms);
+}
+
+void mrl_health_answered(struct mrl_peer *peer)
+{
+	if (!peer->answered_ns)
+		peer->answered_ns = clock_ns();
 }
 
 /*
@@ -237,34 +266,34 @@ static bool peer_answered(const struct mrl_ep *ep,
  * not stuck), or after a gap longer than the deadline in which nothing
  * was tried there (a rail left alone proves nothing).  Each rail is judged
  * by its own streak, so a rail that refused once and then carried nothing
- * is not taken out with one refusing now.
- *
- * Until the peer answers, the deadline is FI_MULTIRAIL_CONNECT_TIMEOUT_MS
- * (peer_answered).
+ * is not taken out with one refusing now.  Until the peer answers, the
+ * deadline is FI_MULTIRAIL_CONNECT_TIMEOUT_MS (past_deadline).
  */
 void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
-	bool answered = peer_answered(ep, peer, rail);
-	uint32_t deadline = (uint32_t) (answered ? mrl_params.rail_timeout_ms :
-					mrl_params.connect_timeout_ms);
-	uint32_t done = (uint32_t) ep->engine.rail[rail].completions, now_ms;
+	bool late = !answered(ep, peer, rail);
+	uint32_t gap = (uint32_t) (late ? mrl_params.connect_timeout_ms :
+				   mrl_params.rail_timeout_ms);
+	uint32_t done = (uint32_t) ep->engine.rail[rail].completions;
+	uint32_t now_ms, streak_ms;
 
 	if (!ep->now_ns)
 		ep->now_ns = clock_ns();
 	now_ms = (uint32_t) (ep->now_ns / 1000000);	/* differences wrap */
 	if (!(peer->refused_rails & bit(rail)) ||
 	    peer->refused[rail].completions != done ||
-	    now_ms - peer->refused[rail].last_ms > deadline)
+	    now_ms - peer->refused[rail].last_ms > gap)
 		peer->refused[rail].since_ms = now_ms;
 	peer->refused[rail].last_ms = now_ms;
 	peer->refused[rail].completions = done;
 	peer->refused_rails |= bit(rail);
-	if (!deadline || now_ms - peer->refused[rail].since_ms <= deadline)
+	streak_ms = now_ms - peer->refused[rail].since_ms;
+	if (!past_deadline(ep, peer, rail, streak_ms * 1000000ull))
 		return;
 	peer->refused_rails &= ~bit(rail);
-	rail_down(ep, peer, rail, answered ? "the core refused every post "
-		  "for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS" : "the peer "
-		  "has not answered within FI_MULTIRAIL_CONNECT_TIMEOUT_MS");
+	rail_down(ep, peer, rail, late ? "the peer has not answered within "
+		  "FI_MULTIRAIL_CONNECT_TIMEOUT_MS" : "the core refused every "
+		  "post for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS");
 }
 
 /* Where probes go: the peer's latest op, refreshed while it is sick. */
@@ -291,12 +320,8 @@ struct stall {
 /* Has peer been silent on the stalled rail past its deadline? */
 static bool stalled_for(const struct stall *s, const struct mrl_peer *peer)
 {
-	if (peer->rails_down & bit(s->rail))
-		return false;
-	if (peer_answered(s->ep, peer, s->rail))
-		return true;
-	return mrl_params.connect_timeout_ms &&
-	       s->quiet_ns > ms_ns(mrl_params.connect_timeout_ms);
+	return !(peer->rails_down & bit(s->rail)) &&
+	       past_deadline(s->ep, peer, s->rail, s->quiet_ns);
 }
 
 /* A chunk stuck on a rail still in service for its peer. */
@@ -311,7 +336,7 @@ static void stall_down(const struct stall *s, struct mrl_peer *peer,
 {
 	char why[128];
 
-	snprintf(why, sizeof(why), peer_answered(s->ep, peer, s->rail) ?
+	snprintf(why, sizeof(why), answered(s->ep, peer, s->rail) ?
 		 "%s for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS" :
 		 "%s, and the peer has not answered, for longer than "
 		 "FI_MULTIRAIL_CONNECT_TIMEOUT_MS", what);
@@ -504,7 +529,7 @@ void mrl_health_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
 		return;
 	mrl_health_forget_peer(peer);
 	peer->refused_rails = 0;
-	peer->answered = false;
+	peer->answered_ns = 0;
 }
 
 /* The peer's health goes, and the counts its rails out of service held. */
