@@ -1126,6 +1126,7 @@ static void widen_op(struct mrl_op *op, void *arg)
 {
 	const struct keys_learned *kl = arg;
 	struct rma_slot *slot = slot_of(op);
+	uint32_t rails;
 	int n;
 
 	if (op->peer != kl->peer || slot->key != kl->entry->key)
@@ -1137,10 +1138,14 @@ static void widen_op(struct mrl_op *op, void *arg)
 	slot->keyv = kl->entry->keys;
 	slot->key_rails = n;
 	/* a striped op was cut for all rails; a single-rail op keeps its rail */
-	if (op->chunk_size < op->len)
-		op->rail_mask = mrl_sched_near(slot->local_near,
-					       kl->entry->near_mask,
-					       mask_of(n));
+	if (op->chunk_size >= op->len)
+		return;
+	/* not the rails out of service for the peer: a chunk stuck on one
+	 * would wait for the core's verdict, the stall watch passing it by */
+	rails = mrl_sched_near(slot->local_near, kl->entry->near_mask,
+			       mask_of(n)) & ~kl->peer->rails_down;
+	if (rails)
+		op->rail_mask = rails;
 }
 
 /* The target's keys behind one of ours arrived: ops waiting may spread. */
