@@ -38,6 +38,11 @@ FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -T -o writedata -X 2000 -S 65536 -W 16
 # answers, and on this 2-core VM under make check's load 300 ms was short.
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo FI_MULTIRAIL_RAIL_TIMEOUT_MS=1000 \
 	run -o write -X 16 -S 16777216 -W 8 -J 3000
+# FI_MULTIRAIL_RAIL_TIMEOUT_MS=0 (only the core's errors take a rail out)
+# turns the late peer's deadline off too
+FI_MULTIRAIL_RAILS=lo,lo,lo,lo FI_MULTIRAIL_RAIL_TIMEOUT_MS=0 \
+	FI_MULTIRAIL_CONNECT_TIMEOUT_MS=300 \
+	run -o write -X 16 -S 16777216 -W 8 -J 1500
 # fi_multirail_bw's loop: 64 8-byte writes in flight, reposted as their
 # completions are read 32 at a time; they fill the lowest rails to their
 # level and the reader's buffer after two, so progress must read the rails

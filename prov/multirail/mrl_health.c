@@ -230,14 +230,19 @@ static bool answered(const struct mrl_ep *ep, const struct mrl_peer *peer,
 	return peer->answered_ns || ep->engine.rail[rail].completions;
 }
 
-/* rail has been stuck for peer (refusing, or completing nothing) this long:
- * past the deadline? */
+/*
+ * rail has been stuck for peer (refusing, or completing nothing) this long:
+ * past the deadline?  FI_MULTIRAIL_RAIL_TIMEOUT_MS=0 turns both off (only
+ * the core's errors take a rail out), as its users were told.
+ */
 static bool past_deadline(const struct mrl_ep *ep,
 			  const struct mrl_peer *peer, int rail,
 			  uint64_t stuck_ns)
 {
 	uint64_t since_answer;
 
+	if (!mrl_params.rail_timeout_ms)
+		return false;
 	if (!answered(ep, peer, rail))
 		return mrl_params.connect_timeout_ms &&
 		       stuck_ns > ms_ns(mrl_params.connect_timeout_ms);
@@ -247,8 +252,7 @@ static bool past_deadline(const struct mrl_ep *ep,
 		if (stuck_ns > since_answer)
 			stuck_ns = since_answer;
 	}
-	return mrl_params.rail_timeout_ms &&
-	       stuck_ns > ms_ns(mrl_params.rail_timeout_ms);
+	return stuck_ns > ms_ns(mrl_params.rail_timeout_ms);
 }
 
 void mrl_health_answered(struct mrl_peer *peer)
@@ -376,9 +380,8 @@ static void watch_rail(struct mrl_ep *ep, int rail)
 	struct mrl_ep_rail *r = &ep->rails[rail];
 	const struct mrl_rail_credit *rc = &ep->engine.rail[rail];
 	uint64_t done = rc->completions + r->fences_done;
-	struct mrl_chunk *chunk;
-
 	struct stall s = { ep, rail, 0 };
+	struct mrl_chunk *chunk;
 
 	if (!(rc->inflight || r->fences)) {
 		r->watch_since_ns = 0;	/* a fresh start when work comes */

@@ -921,8 +921,8 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	  30000, 0,
 	  "FI_MULTIRAIL_RAIL_TIMEOUT_MS for a peer that has not answered "
 	  "yet (it may start late, or be silent): its rails are taken out "
-	  "once they refuse or complete nothing for this long; 0: only the "
-	  "core's errors" },
+	  "once they refuse or complete nothing for this long; 0 (or "
+	  "FI_MULTIRAIL_RAIL_TIMEOUT_MS=0): only the core's errors" },
 	{ "probe_ms", FI_PARAM_INT, &mrl_params.probe_ms, 200, 1,
 	  "A failed rail is probed this long after it failed, then at "
 	  "doubling intervals up to 32 times this; it rejoins when a probe "
