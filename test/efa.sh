@@ -136,6 +136,14 @@ FI_EFA_EMU_FAIL_NIC=82 FI_EFA_EMU_FAIL_AFTER=50 FI_EFA_EMU_FAIL_MODE=refuse \
 )
 # The target dies: every op to it comes back, with an error, in bounded time.
 rma -K
+# Rail 0 (NIC 79) fails under the ops to one registration, and the first op
+# to another comes once it is out: the key question goes on a rail in
+# service, the answer comes back on it (the target's rail 0 fails too,
+# after the first answer), and the op waits for it (-FI_EAGAIN), then goes
+# on the rails left.  Control endpoints (efa-direct) are rail 0's alone.
+[ "$fabric" = efa-direct ] ||
+	FI_EFA_EMU_FAIL_NIC=79 FI_EFA_EMU_FAIL_AFTER=50 \
+	rma -T -o write -Y 4000 -W 64 -G 2 -V -E FI_EFA_EMU_FAIL_AFTER=1
 
 # Locality: NICs of GPU 0 (node 0) and of GPU 4 (node 1) in test/topo's
 # p5.xml; host memory on node 0 goes over GPU 0's four.

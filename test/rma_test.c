@@ -52,6 +52,12 @@
  *            may take the general way
  *            (fi_multirail_ep_stats): a key change keeps the fast path,
  *            and so do refusals on one rail for the others' ops)
+ *            [-V] (with -Y and -G: rail 0 fails, through the
+ *            caller's fault knobs, under the ops to every registration
+ *            but the last; once it is out of service the rest go, the
+ *            last registration's among them, whose key was never asked
+ *            for: the question goes on another rail, and those ops wait
+ *            (-FI_EAGAIN) for its answer; every op must succeed)
  *            [-B] (with -Y: no rail carries more than twice its
  *            share: the target's keys for the other rails came back
  *            early, a question the core refused included)
@@ -113,6 +119,7 @@ static struct fid_mr *mr, *cmr;
 static uint32_t key_regions;		/* -G */
 static int tx_delivery_complete;	/* -D */
 static int rails_balanced;		/* -B */
+static int rail0_lost;			/* -V */
 static struct fid_mr *region_mr[8];
 static uint64_t region_addr[8], region_key[8];
 static char cbuf[64];
@@ -1551,6 +1558,132 @@ static void turns_initiator(uint32_t count, int window, uint64_t seed)
 	free(free_slots);
 }
 
+/* -V: op order[k] (an op's window slot waits in *slot); -FI_EAGAIN counted. */
+static ssize_t newkey_post(uint64_t *src, int slot, uint32_t i,
+			   uint64_t seed, uint32_t *waits)
+{
+	ssize_t n;
+
+	src[slot] = turns_word(seed, i);
+	n = turns_post(&src[slot], i);
+	if (n == -FI_EAGAIN)
+		(*waits)++;
+	else if (n)
+		die("newkey: fi_write %zd", n);
+	return n;
+}
+
+/* -V: progress for secs, nothing in flight. */
+static void newkey_idle(double secs)
+{
+	double end = now() + secs;
+	void *ctx[32];
+
+	do {
+		if (read_contexts(ctx, "newkey"))
+			die("newkey: a completion with nothing in flight");
+	} while (now() < end);
+}
+
+/* -V: every op of order[from .. to) posted, window in flight, and done. */
+static void newkey_run(const uint32_t *order, uint32_t from, uint32_t to,
+		       int window, uint64_t seed, uint32_t *waits)
+{
+	uint64_t *src = (uint64_t *) buf;
+	int free_slots[256], nfree = window, s;
+	double end = now() + TIMEOUT_S;
+	uint32_t k = from, done = from;
+	void *ctx[32];
+	ssize_t n, i;
+
+	for (s = 0; s < window; s++)
+		free_slots[s] = s;
+	while (done < to) {
+		while (nfree && k < to &&
+		       !newkey_post(src, free_slots[nfree - 1], order[k], seed,
+				    waits)) {
+			k++;
+			nfree--;
+		}
+		n = read_contexts(ctx, "newkey");
+		if (!n && now() > end)
+			die("newkey: no completion for %d s (%u of %u)",
+			    TIMEOUT_S, done, to);
+		for (i = 0; i < n; i++) {
+			uint64_t *c = ctx[i];
+
+			if (c < src || c >= src + window)
+				die("newkey: completion of an unknown op");
+			free_slots[nfree++] = (int) (c - src);
+		}
+		if (n) {
+			done += (uint32_t) n;
+			end = now() + TIMEOUT_S;
+		}
+	}
+}
+
+/*
+ * -V, initiator.  First each of the first regions' keys learned, one op at
+ * a time until a round takes the fast path (few transmits: the fault must
+ * not come before the answers); then those regions' ops of the first half
+ * until rail 0 is out; then the rest, the last region's first.
+ */
+static void newkey_initiator(uint32_t count, int window, uint64_t seed)
+{
+	uint32_t *order = malloc(count * sizeof(*order));
+	uint32_t last = key_regions - 1, n1 = 0, n = 0, i, waits = 0, round;
+	struct fi_multirail_rail_stats st;
+	uint64_t before;
+	double end;
+	char msg;
+
+	if (!mrl_ops)
+		die("-V needs multirail");
+	if (!order || window > 256)
+		die("newkey: window up to 256");
+	for (i = 0; i < count / 2; i++)
+		if (i % key_regions != last)
+			order[n++] = i;
+	n1 = n;
+	for (i = 0; i < count; i++)
+		if (i >= count / 2 || i % key_regions == last)
+			order[n++] = i;
+	regions_recv();
+	if (xrecv(&msg, 1) != 1 || msg != 'r')	/* the target poisoned */
+		die("newkey: expected 'r'");
+	if (n1 < 40 * last)
+		die("newkey: -Y too small");
+	for (round = 0;; round++) {
+		if (round == 40)
+			die("newkey: the first keys never took the fast path");
+		before = general_ops();
+		newkey_run(order, round * last, round * last + last, 1, seed,
+			   &waits);
+		if (round && general_ops() == before)
+			break;
+		newkey_idle(0.05);
+	}
+	newkey_run(order, 0, n1, window, seed, &waits);
+	end = now() + TIMEOUT_S;
+	do {
+		CHK(mrl_ops->rail_stats(ep, 0, &st));
+		if (now() > end)
+			die("newkey: rail 0 never went out of service: the "
+			    "fault knobs must fail it");
+		newkey_idle(0.001);
+	} while (!st.downs);
+	waits = 0;
+	newkey_run(order, n1, count, window, seed, &waits);
+	printf("newkey: rail 0 out after %u ops; the last registration's "
+	       "first op waited %u post(s) for its keys\n", n1, waits);
+	xsend("d", 1);
+	if (xrecv(&msg, 1) != 1 || msg != 'k')
+		die("newkey: the target found words missing");
+	printf("newkey: %u writes, every word at the target\n", count);
+	free(order);
+}
+
 /* -Z: op i of -Y's words, fi_write or fi_read (even i, or every i
  * without "s"), else the msg form with FI_COMPLETION; its context is its
  * local word. */
@@ -1965,7 +2098,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:G:Z:Q:TDBJ:")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:G:Z:Q:TDBVJ:")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -2028,6 +2161,9 @@ int main(int argc, char **argv)
 		case 'B':
 			rails_balanced = 1;
 			break;
+		case 'V':
+			rail0_lost = 1;
+			break;
 		case 'Z':
 			selective = 1;
 			selective_cq = !!strchr(optarg, 's');
@@ -2060,7 +2196,7 @@ int main(int argc, char **argv)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions] [-B] [-D] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T] [-J ms]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions [-V]] [-B] [-D] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T] [-J ms]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
@@ -2087,6 +2223,8 @@ int main(int argc, char **argv)
 			    turns_count % key_regions))
 		die("-G regions: 2 to 8, with -Y (a multiple of them), "
 		    "not -Z or -R");
+	if (rail0_lost && !key_regions)
+		die("-V goes with -Y and -G");
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		die("socketpair");
 	srand(getpid());
@@ -2112,6 +2250,9 @@ int main(int argc, char **argv)
 			if (selective)
 				selective_initiator(turns_count, window,
 						    stream_seed);
+			else if (rail0_lost)
+				newkey_initiator(turns_count, window,
+						 stream_seed);
 			else if (turns_count)
 				turns_initiator(turns_count, window,
 						stream_seed);

@@ -248,6 +248,8 @@ struct mrl_key_entry {
 	uint64_t key;
 	int state;			/* MRL_KEY_* */
 	uint64_t asked_ns;		/* PENDING: when we asked */
+	uint64_t since_ns;		/* PENDING: first asked on asked_rail */
+	int asked_rail;			/* PENDING: the rail we asked on */
 	int nrails;
 	uint64_t keys[MRL_MAX_RAILS];
 	uint32_t near_mask;		/* target's rails nearest it; 0: any */
@@ -380,6 +382,8 @@ struct mrl_ctrl_from {
 	fi_addr_t src;			/* the core's source, rail 0's AV */
 	bool checked;			/* the core reports sources */
 	uint32_t ack_nonce;		/* a HELLO_ACK's echo of ours, else 0 */
+	int rail;			/* it came on: a question's answer goes
+					 * back there */
 };
 
 struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr,
@@ -860,6 +864,9 @@ void mrl_ctrl_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
 const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						struct mrl_peer *peer,
 						uint64_t key);
+bool mrl_ctrl_key_awaited(const struct mrl_ep *ep,
+			  const struct mrl_peer *peer,
+			  const struct mrl_key_entry *entry);
 void mrl_peer_free(struct mrl_peer *peer);
 
 /* ---- rail and peer health (mrl_health.c) ------------------------------- */

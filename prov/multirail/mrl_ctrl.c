@@ -12,6 +12,9 @@
  *   KEY_REQ / KEY_RESP  the target's per-rail keys behind one of our keys
  *   RAIL_UP             on rails 1..n-1: connects them early (no answer)
  * Nothing waits on these: until an answer comes, RMA uses rail 0 alone.
+ * While rail 0 is out of service for a peer, a key question goes on its
+ * first rail in service and is answered there (question_rail), and the
+ * ops to that key wait for the answer (mrl_ctrl_key_awaited).
  * A send the core refuses for now (-FI_EAGAIN: rxm is still connecting,
  * say) waits in a backlog that progress drains in order, so no answer is
  * lost; a question unanswered for MRL_KEY_REASK_NS is asked again.
@@ -126,7 +129,8 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 
 /*
  * A KEY_RESP is taken only with the nonce its KEY_REQ carried, and the
- * request went to the peer's own rail 0: whoever else claims to be that
+ * request went to the peer's own address (on rail 0, or on the rail in
+ * service it was asked on: question_rail): whoever else claims to be that
  * peer never saw it, so cannot answer for it (false keys, or "no such
  * key" to make our ops to it fail).
  */
@@ -510,6 +514,61 @@ static struct mrl_key_entry *find_key(struct mrl_peer *peer, uint64_t key)
 	return NULL;
 }
 
+/*
+ * The rail a key question to peer goes on: rail 0, or while rail 0 is out
+ * of service for the peer, its first rail in service.  A core with tagged
+ * messages receives control on every rail; control endpoints (a core
+ * without) and a peer known by rail 0's address alone have rail 0 only.
+ */
+static int question_rail(const struct mrl_ep *ep, const struct mrl_peer *peer)
+{
+	uint32_t up;
+
+	if (!(peer->rails_down & 1u) || ep->ctrl_ep || peer->partial)
+		return 0;
+	up = mrl_rail_mask(peer->nrails) & ~peer->rails_down;
+	return up ? __builtin_ctz(up) : 0;
+}
+
+/* 0 when sent or queued; the entry (if any) notes where and when. */
+static int ask_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
+		   uint32_t nonce, struct mrl_key_entry *e)
+{
+	int rail = question_rail(ep, peer);
+	uint64_t t = now_ns();
+	int ret;
+
+	ret = send_on(ep, peer, rail, MRL_CTRL_KEY_REQ, key, 0, NULL, 0, 0,
+		      nonce);
+	if (ret || !e)
+		return ret;
+	e->asked_ns = t;
+	if (rail != e->asked_rail || !e->since_ns) {
+		e->asked_rail = rail;
+		e->since_ns = t;
+	}
+	return 0;
+}
+
+/*
+ * An op to a key whose target keys are still asked for goes on rail 0
+ * meanwhile.  While rail 0 is out of service for the peer it has no rail:
+ * it waits (-FI_EAGAIN) for the answer, which comes on a rail in service,
+ * for the rails' deadline from the question there; then it fails as an
+ * op with no rail does.
+ */
+bool mrl_ctrl_key_awaited(const struct mrl_ep *ep,
+			  const struct mrl_peer *peer,
+			  const struct mrl_key_entry *e)
+{
+	if (!(peer->rails_down & 1u) || !question_rail(ep, peer) ||
+	    e->state != MRL_KEY_PENDING || !e->asked_rail)
+		return false;
+	return !mrl_params.rail_timeout_ms ||
+	       now_ns() - e->since_ns <
+	       (uint64_t) mrl_params.rail_timeout_ms * 1000000ull;
+}
+
 /* Initiator: what we know of key at peer; asks the peer once. */
 const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						struct mrl_peer *peer,
@@ -517,7 +576,6 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 {
 	struct mrl_key_entry *e = find_key(peer, key), **b;
 	uint32_t nonce;
-	uint64_t t;
 
 	if (!ep->ctrl_enabled)
 		return e;
@@ -534,26 +592,27 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 		 */
 		if (ep->ctrl_backlog)
 			mrl_ctrl_progress(ep);
-		t = now_ns();
-		if (t - e->asked_ns > MRL_KEY_REASK_NS &&
-		    !send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key, e->nonce))
-			e->asked_ns = t;
+		/* a question on a rail now out went nowhere: ask at once */
+		if (now_ns() - e->asked_ns > MRL_KEY_REASK_NS ||
+		    question_rail(ep, peer) != e->asked_rail)
+			ask_key(ep, peer, key, e->nonce, e);
 		return e;
 	}
 	if (peer->partial) {
 		mrl_ctrl_hello(ep, peer);
 		return NULL;
 	}
-	nonce = new_nonce(ep);
-	if (send_ctrl(ep, peer, MRL_CTRL_KEY_REQ, key, nonce))
-		return NULL;	/* asked again on a later op */
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
+	nonce = new_nonce(ep);
+	if (ask_key(ep, peer, key, nonce, e)) {
+		free(e);
+		return NULL;	/* asked again on a later op */
+	}
 	e->nonce = nonce;
 	e->key = key;
 	e->state = MRL_KEY_PENDING;
-	e->asked_ns = now_ns();
 	b = bucket(peer, key);
 	e->next = *b;
 	*b = e;
@@ -566,7 +625,7 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
  * rail 0 can ask.
  */
 static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
-		       uint32_t nonce)
+		       uint32_t nonce, int rail)
 {
 	struct mrl_mr *mr = mrl_mr_find(ep->domain, key);
 	uint64_t keys[MRL_MAX_RAILS];
@@ -580,7 +639,10 @@ static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
 		for (r = 0; r < n; r++)
 			keys[r] = fi_mr_key(mr->core[r]);
 	}
-	send_on(ep, peer, 0, MRL_CTRL_KEY_RESP, key, mr ? 0 : -FI_ENOKEY,
+	/* back the way the question came: rail 0 may be out for the asker */
+	if (rail >= peer->nrails || ep->ctrl_ep)
+		rail = 0;
+	send_on(ep, peer, rail, MRL_CTRL_KEY_RESP, key, mr ? 0 : -FI_ENOKEY,
 		keys, n, mr ? mr->near_mask : 0, nonce);
 }
 
@@ -678,7 +740,7 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 	case MRL_CTRL_HELLO_ACK:
 		break;
 	case MRL_CTRL_KEY_REQ:
-		answer_key(ep, peer, msg->key, msg->nonce);
+		answer_key(ep, peer, msg->key, msg->nonce, from->rail);
 		break;
 	case MRL_CTRL_KEY_RESP:
 		learned->keys = take_keys(peer, msg);
@@ -719,6 +781,7 @@ void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 			.src = src,
 			.checked = ep->domain->src0 && !buf->rail,
 			.ack_nonce = hello_ack_nonce(buf),
+			.rail = buf->rail,
 		};
 
 		handle(ep, (const struct mrl_ctrl_msg *) buf->data, len, &from,

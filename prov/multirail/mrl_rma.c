@@ -274,11 +274,12 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 
 /*
  * The rails' keys for (peer, key) in *keyv (keys, or the entry's own) and
- * how many rails can use them.
+ * how many rails can use them.  -FI_EAGAIN while an op striped over the
+ * rails (spread) has none to go on until the keys come (rail 0 out).
  */
 static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 			uint64_t key, uint64_t *keys, const uint64_t **keyv,
-			uint32_t *remote_near)
+			uint32_t *remote_near, bool spread)
 {
 	struct mrl_domain *dom = ep->domain;
 	const struct mrl_key_entry *entry;
@@ -311,6 +312,8 @@ static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 			 "registration\n", (unsigned long) key);
 		return -FI_EINVAL;
 	}
+	if (spread && entry && mrl_ctrl_key_awaited(ep, peer, entry))
+		return -FI_EAGAIN;
 	if (entry && entry->state == MRL_KEY_VALID && !peer->partial) {
 		*keyv = entry->keys;
 		if (remote_near)
@@ -349,7 +352,7 @@ int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 			 (unsigned long) dest);
 		return -FI_EINVAL;
 	}
-	ret = resolve_keys(ep, peer, key, keys, &keyv, NULL);
+	ret = resolve_keys(ep, peer, key, keys, &keyv, NULL, false);
 	if (ret < 0)
 		return ret;
 	ret = mrl_fence_progress(ep, peer);
@@ -514,7 +517,9 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	}
 	slot = mrl_container_of(req, struct rma_slot, req);
 	nrails = resolve_keys(ep, peer, a->rma_iov->key, slot->keys,
-			      &slot->keyv, &remote_near);
+			      &slot->keyv, &remote_near, true);
+	if (nrails == -FI_EAGAIN)
+		mrl_ep_progress(ep);	/* the answer may be in already */
 	if (nrails < 0)
 		return nrails;
 	slot->local_near = local_near(a);
