@@ -142,8 +142,14 @@ rma -K
 # after the first answer), and the op waits for it (-FI_EAGAIN), then goes
 # on the rails left.  Control endpoints (efa-direct) are rail 0's alone.
 [ "$fabric" = efa-direct ] ||
-	FI_EFA_EMU_FAIL_NIC=79 FI_EFA_EMU_FAIL_AFTER=50 \
+	FI_EFA_EMU_FAIL_NIC=79 FI_EFA_EMU_FAIL_AFTER=200 \
 	rma -T -o write -Y 4000 -W 64 -G 2 -V -E FI_EFA_EMU_FAIL_AFTER=1
+# The same with no key learned first: rail 0 fails under ops that have its
+# key alone (the target's rail 0 never answers); they wait for the other
+# rails' keys (parked), asked again on rail 1, instead of failing.
+[ "$fabric" = efa-direct ] ||
+	FI_EFA_EMU_FAIL_NIC=79 FI_EFA_EMU_FAIL_AFTER=20 \
+	rma -T -o write -Y 4000 -W 64 -G 2 -M -E FI_EFA_EMU_FAIL_AFTER=0
 
 # Locality: NICs of GPU 0 (node 0) and of GPU 4 (node 1) in test/topo's
 # p5.xml; host memory on node 0 goes over GPU 0's four.

@@ -58,6 +58,9 @@
  *            last registration's among them, whose key was never asked
  *            for: the question goes on another rail, and those ops wait
  *            (-FI_EAGAIN) for its answer; every op must succeed)
+ *            [-M] (as -V, but no key learned first: rail 0 fails under
+ *            the first ops, whose keys for the other rails are still
+ *            asked for; they wait for the answer instead of failing)
  *            [-B] (with -Y: no rail carries more than twice its
  *            share: the target's keys for the other rails came back
  *            early, a question the core refused included)
@@ -119,7 +122,7 @@ static struct fid_mr *mr, *cmr;
 static uint32_t key_regions;		/* -G */
 static int tx_delivery_complete;	/* -D */
 static int rails_balanced;		/* -B */
-static int rail0_lost;			/* -V */
+static int rail0_lost;			/* -V; 2: -M */
 static struct fid_mr *region_mr[8];
 static uint64_t region_addr[8], region_key[8];
 static char cbuf[64];
@@ -1627,7 +1630,8 @@ static void newkey_run(const uint32_t *order, uint32_t from, uint32_t to,
  * -V, initiator.  First each of the first regions' keys learned, one op at
  * a time until a round takes the fast path (few transmits: the fault must
  * not come before the answers); then those regions' ops of the first half
- * until rail 0 is out; then the rest, the last region's first.
+ * until rail 0 is out; then the rest, the last region's first.  -M: no
+ * key learned first, so the fault meets ops on rail 0 alone.
  */
 static void newkey_initiator(uint32_t count, int window, uint64_t seed)
 {
@@ -1654,9 +1658,14 @@ static void newkey_initiator(uint32_t count, int window, uint64_t seed)
 		die("newkey: expected 'r'");
 	if (n1 < 40 * last)
 		die("newkey: -Y too small");
-	for (round = 0;; round++) {
-		if (round == 40)
-			die("newkey: the first keys never took the fast path");
+	for (round = 0; rail0_lost == 1; round++) {
+		if (round == 40) {
+			CHK(mrl_ops->rail_stats(ep, 0, &st));
+			die("newkey: the first keys never took the fast path "
+			    "(%lu general ops; rail 0: %lu down(s))",
+			    (unsigned long) general_ops(),
+			    (unsigned long) st.downs);
+		}
 		before = general_ops();
 		newkey_run(order, round * last, round * last + last, 1, seed,
 			   &waits);
@@ -1675,8 +1684,10 @@ static void newkey_initiator(uint32_t count, int window, uint64_t seed)
 	} while (!st.downs);
 	waits = 0;
 	newkey_run(order, n1, count, window, seed, &waits);
-	printf("newkey: rail 0 out after %u ops; the last registration's "
-	       "first op waited %u post(s) for its keys\n", n1, waits);
+	printf("newkey: keys learned in %u round(s); rail 0 out after %u "
+	       "ops%s; the last registration's first op waited %u post(s) "
+	       "for its keys\n", round, n1,
+	       rail0_lost == 2 ? " (no key learned before)" : "", waits);
 	xsend("d", 1);
 	if (xrecv(&msg, 1) != 1 || msg != 'k')
 		die("newkey: the target found words missing");
@@ -2098,7 +2109,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:G:Z:Q:TDBVJ:")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:G:Z:Q:TDBVMJ:")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -2164,6 +2175,9 @@ int main(int argc, char **argv)
 		case 'V':
 			rail0_lost = 1;
 			break;
+		case 'M':
+			rail0_lost = 2;
+			break;
 		case 'Z':
 			selective = 1;
 			selective_cq = !!strchr(optarg, 's');
@@ -2196,7 +2210,7 @@ int main(int argc, char **argv)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions [-V]] [-B] [-D] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T] [-J ms]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions [-V|-M]] [-B] [-D] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T] [-J ms]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
@@ -2224,7 +2238,7 @@ int main(int argc, char **argv)
 		die("-G regions: 2 to 8, with -Y (a multiple of them), "
 		    "not -Z or -R");
 	if (rail0_lost && !key_regions)
-		die("-V goes with -Y and -G");
+		die("-V and -M go with -Y and -G");
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		die("socketpair");
 	srand(getpid());

@@ -547,6 +547,52 @@ static void test_no_rail_left(void)
 }
 
 /*
+ * A parked op (no rail for now, the rail layer waits for one): its chunk
+ * that failed on the rail it lost waits, it is not failed, the ops behind
+ * it go on; given a rail, the chunk goes there and the op completes.
+ */
+static void test_parked(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op, op2;
+	struct fake f;
+
+	setup(&eng, &f, 3, 4, 1 << 30);
+	init_op(&op, 4096, 0);
+	mrl_op_prepare(&eng, &op, 0x1, 4096);
+	mrl_engine_submit(&eng, &op);
+	CHECK(f.nposted == 1 && f.posted[0]->rail == 0, "posted %d",
+	      f.nposted);
+	op.rail_mask = 0;
+	op.parked = true;
+	complete_rail(&eng, &f, 0, -FI_EIO);
+	mrl_engine_progress(&eng);
+	CHECK(f.done_calls == 0 && f.nposted == 0,
+	      "parked: done %d, posted %d", f.done_calls, f.nposted);
+
+	init_op(&op2, 4096, 0);
+	mrl_op_prepare(&eng, &op2, 0x4, 4096);
+	mrl_engine_submit(&eng, &op2);
+	CHECK(f.nposted == 1 && f.posted[0]->rail == 2,
+	      "the op behind: posted %d", f.nposted);
+	complete_at(&eng, &f, 0, 0);
+	CHECK(f.done_calls == 1 && !f.done_err, "the op behind: done %d "
+	      "err %d", f.done_calls, f.done_err);
+
+	op.rail_mask = 0x2;
+	op.parked = false;
+	mrl_engine_progress(&eng);
+	CHECK(f.nposted == 1 && f.posted[0]->rail == 1 &&
+	      f.posted[0]->offset == 0 && f.posted[0]->len == 4096,
+	      "unparked: posted %d", f.nposted);
+	complete_at(&eng, &f, 0, 0);
+	CHECK(f.done_calls == 2 && !f.done_err, "unparked: done %d err %d",
+	      f.done_calls, f.done_err);
+	CHECK(mrl_engine_idle(&eng), "engine not idle");
+	mrl_engine_fini(&eng);
+}
+
+/*
  * Chunks stuck on a rail: copied to the other rails, which place the
  * bytes and let writedata's final chunk go; the op completes only when
  * the core gave the originals back, whatever their verdict.  The chunk
@@ -1325,6 +1371,7 @@ int main(void)
 	test_iov_slice();
 	test_rail_failure_reissue();
 	test_no_rail_left();
+	test_parked();
 	test_reissue_stuck();
 	test_fail_ops_abandon();
 	test_fail_ops_after_reissue();

@@ -723,6 +723,7 @@ struct mrl_ep {
 	uint32_t watched_rails;		/* busy at the last tick */
 	int sick_peers;			/* peers with a rail down we probe */
 	bool unreachable_due;		/* a peer lost its last rail */
+	bool parked_ops;		/* ops wait for keys (mrl_rma_park) */
 	/* which rails progress reads (mrl_progress.c) */
 	uint32_t side_busy;		/* rails with side requests (and
 					 * rail 0 while the cores hold
@@ -793,6 +794,8 @@ extern struct fi_ops_atomic mrl_atomic_ops;
 int mrl_query_atomic(struct fid_domain *domain, enum fi_datatype datatype,
 		     enum fi_op op, struct fi_atomic_attr *attr,
 		     uint64_t flags);
+bool mrl_rma_park(struct mrl_ep *ep, struct mrl_op *op);
+void mrl_rma_parked_tick(struct mrl_ep *ep);
 void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 			  const struct mrl_key_entry *entry);
 

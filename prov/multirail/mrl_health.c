@@ -92,16 +92,21 @@ static struct mrl_peer_health *health_of(struct mrl_ep *ep,
 }
 
 struct narrow_arg {
+	struct mrl_ep *ep;
 	struct mrl_peer *peer;
 	uint32_t keep;
 };
 
+/* An op left with no rail fails, unless it can wait for keys (parked). */
 static void narrow_op(struct mrl_op *op, void *arg)
 {
 	const struct narrow_arg *n = arg;
 
-	if (op->peer == n->peer)
-		op->rail_mask &= n->keep;
+	if (op->peer != n->peer)
+		return;
+	op->rail_mask &= n->keep;
+	if (!op->rail_mask && !op->parked)
+		mrl_rma_park(n->ep, op);
 }
 
 static uint32_t all_rails(const struct mrl_peer *peer)
@@ -132,7 +137,7 @@ static uint64_t backoff_ns(const struct mrl_peer_health *h, int rail)
 static void rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 		      const char *why)
 {
-	struct narrow_arg n = { peer, ~bit(rail) };
+	struct narrow_arg n = { ep, peer, ~bit(rail) };
 	struct mrl_peer_health *h = health_of(ep, peer);
 	uint32_t all = all_rails(peer);
 	/* the endpoint that probes the peer keeps the counts */
@@ -507,6 +512,8 @@ void mrl_health_tick(struct mrl_ep *ep)
 	}
 	if (ep->sick_peers)
 		probe_all(ep);
+	if (ep->parked_ops)
+		mrl_rma_parked_tick(ep);
 }
 
 /* 0 up, 1 down (for some peer), 2 probing: fi_multirail_rail_stats. */

@@ -476,6 +476,7 @@ static void op_init(struct mrl_ep *ep, struct mrl_op *op,
 	op->owner = NULL;
 	op->one_iov = ep->domain->rma_one_iov;
 	op->unmetered = sched->unmetered;
+	op->parked = false;
 	op->final_posted = false;
 }
 
@@ -1153,6 +1154,34 @@ static void widen_op(struct mrl_op *op, void *arg)
 		op->rail_mask = rails;
 }
 
+/* A parked op gets the rails in service that entry's keys reach. */
+static void unpark_with(struct mrl_op *op, struct mrl_peer *peer,
+			const struct mrl_key_entry *entry)
+{
+	struct rma_slot *slot = slot_of(op);
+	int n = entry->nrails < peer->nrails ? entry->nrails : peer->nrails;
+	uint32_t rails = mrl_sched_near(slot->local_near, entry->near_mask,
+					mask_of(n)) & ~peer->rails_down;
+
+	if (!rails)
+		rails = mask_of(n) & ~peer->rails_down;
+	if (!rails)
+		return;
+	slot->keyv = entry->keys;
+	slot->key_rails = n;
+	op->rail_mask = rails;
+	op->parked = false;
+}
+
+static void unpark_op(struct mrl_op *op, void *arg)
+{
+	const struct keys_learned *kl = arg;
+
+	if (op->parked && op->peer == kl->peer &&
+	    slot_of(op)->key == kl->entry->key)
+		unpark_with(op, kl->peer, kl->entry);
+}
+
 /* The target's keys behind one of ours arrived: ops waiting may spread. */
 void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 			  const struct mrl_key_entry *entry)
@@ -1162,4 +1191,69 @@ void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 	MRL_DBG(FI_LOG_EP_DATA, "key 0x%lx reaches %d rail(s)\n",
 		(unsigned long) entry->key, entry->nrails);
 	mrl_engine_for_each_pending(&ep->engine, widen_op, &kl);
+	/* parked ops with chunks still in flight too: not on the list */
+	if (ep->parked_ops)
+		mrl_engine_for_each_op(&ep->engine, unpark_op, &kl);
+}
+
+/*
+ * Rail 0 went out for op's peer while op had no key for another rail (the
+ * key's question not answered yet).  Where the answer can come on a rail
+ * in service (mrl_ctrl_key_awaited), op waits for it parked instead of
+ * failing, and the question goes there now.  Domain locked.
+ */
+bool mrl_rma_park(struct mrl_ep *ep, struct mrl_op *op)
+{
+	struct rma_slot *slot = slot_of(op);
+	struct mrl_peer *peer = op->peer;
+	const struct mrl_key_entry *e;
+
+	if (op->err || slot->key_rails > 1 || peer->nrails < 2 ||
+	    (ep->domain->mr_mode & FI_MR_RAW))
+		return false;
+	e = mrl_ctrl_key_lookup(ep, peer, slot->key);
+	if (!e || !mrl_ctrl_key_awaited(ep, peer, e))
+		return false;
+	op->parked = true;
+	ep->parked_ops = true;
+	return true;
+}
+
+struct park_review {
+	struct mrl_ep *ep;
+	bool any;
+};
+
+/*
+ * A parked op: rail 0 back, or its keys in, gives it rails; past the
+ * wait, it is parked no more and the engine fails it (no rail).
+ */
+static void review_parked(struct mrl_op *op, void *arg)
+{
+	struct park_review *pr = arg;
+	struct mrl_peer *peer = op->peer;
+	const struct mrl_key_entry *e;
+
+	if (!op->parked)
+		return;
+	if (!(peer->rails_down & 1u)) {
+		op->rail_mask = 1u;	/* rail 0's key is the user's */
+		op->parked = false;
+		return;
+	}
+	e = mrl_ctrl_key_lookup(pr->ep, peer, slot_of(op)->key);
+	if (e && e->state == MRL_KEY_VALID)
+		unpark_with(op, peer, e);
+	else if (!e || !mrl_ctrl_key_awaited(pr->ep, peer, e))
+		op->parked = false;
+	pr->any |= op->parked;
+}
+
+/* The health tick, while ops are parked. */
+void mrl_rma_parked_tick(struct mrl_ep *ep)
+{
+	struct park_review pr = { ep, false };
+
+	mrl_engine_for_each_op(&ep->engine, review_parked, &pr);
+	ep->parked_ops = pr.any;
 }

@@ -268,8 +268,11 @@ static bool progress_op(struct mrl_engine *eng, struct mrl_op *op)
 {
 	size_t len;
 
-	if (!op->rail_mask && !op->err)
+	if (!op->rail_mask && !op->err) {
+		if (op->parked)
+			return false;		/* its failed chunks wait */
 		op->err = -FI_EHOSTUNREACH;	/* every rail it had failed */
+	}
 	while (!op->err && !mrl_list_empty(&op->redo)) {
 		if (post_chunk(eng, op, mrl_first_chunk(&op->redo)))
 			return !!op->err;
@@ -386,8 +389,10 @@ void mrl_engine_chunk_done_any(struct mrl_engine *eng,
 
 	if (chunk->orphan) {
 		op->orphans--;		/* its copy carries its bytes */
-	} else if (err && rail_left && op->rail_mask && !op->err) {
-		/* failed on a rail the op has left: post it on another */
+	} else if (err && rail_left && (op->rail_mask || op->parked) &&
+		   !op->err) {
+		/* failed on a rail the op has left: post it on another (a
+		 * parked op's, once it has one) */
 		rc->reissued++;
 		mrl_list_add_tail(&op->redo, &chunk->link);
 		requeue(eng, op);

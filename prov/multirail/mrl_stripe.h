@@ -117,6 +117,9 @@ struct mrl_op {
 					 * whose RMA takes one local iov) */
 	bool unmetered;			/* rails' byte budget does not apply
 					 * (mrl_sched_params.unmetered) */
+	bool parked;			/* no rail (rail_mask 0), yet not
+					 * failed for it: the rail layer gives
+					 * it rails later, or fails it */
 
 	/*
 	 * Remote CQ data must not be visible at the target before all the
@@ -314,6 +317,7 @@ static inline void mrl_op_clean(struct mrl_op *op)
 {
 	op->iov_count = 1;
 	op->unmetered = false;
+	op->parked = false;
 	op->body_len = 0;
 	op->next_off = 0;
 	op->final_posted = true;

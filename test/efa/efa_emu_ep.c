@@ -109,6 +109,19 @@ static bool tx_faulty_len(struct emu_ep *ep, size_t len)
 					(uint64_t) emu_knobs.fail_ms * 1000000;
 }
 
+/*
+ * The core refused a transmit (-FI_EAGAIN) that fault_begins counted:
+ * FAIL_AFTER counts transmits that went, not tries (a peer still
+ * connecting refuses many).
+ */
+static void tx_refused(struct emu_ep *ep, size_t len)
+{
+	struct emu_domain *dom = ep->domain;
+
+	if (dom->failing && !dom->fail_start_ns && len && dom->tx_ops)
+		dom->tx_ops--;
+}
+
 static bool tx_faulty(struct emu_ep *ep)
 {
 	return tx_faulty_len(ep, 1);
@@ -288,6 +301,8 @@ static ssize_t post_msg(struct emu_ep *ep, bool tx, bool tagged,
 	else
 		ret = tx ? fi_sendmsg(ep->core, untagged(&m, &um), flags) :
 			   fi_recvmsg(ep->core, untagged(&m, &um), flags);
+	if (tx && ret == -FI_EAGAIN)
+		tx_refused(ep, 1);
 	if (ret) {
 		if (req->bounce)
 			emu_hmem_req_done(req, NULL);
@@ -417,6 +432,8 @@ static ssize_t inject_msg(struct fid_ep *fid, const void *buf, size_t len,
 		ret = data_too ? fi_injectdata(ep->core, buf, len,
 					       data & 0xffffffffu, dest) :
 				 fi_inject(ep->core, buf, len, dest);
+		if (ret == -FI_EAGAIN)
+			tx_refused(ep, 1);
 	}
 	pthread_mutex_unlock(&ep->domain->lock);
 	free(host);
@@ -779,6 +796,8 @@ static ssize_t post_rma_msg(struct emu_ep *ep, bool write,
 	if (hold(ep, &r))
 		return 0;
 	ret = posted(ep, &r, post_rma(&r));
+	if (ret == -FI_EAGAIN)
+		tx_refused(ep, len);
 	if (ret)
 		emu_req_free(r.req);
 	return ret;
@@ -901,6 +920,8 @@ static ssize_t inject_rma(struct fid_ep *fid, const void *buf, size_t len,
 						     addr, key) :
 				 fi_inject_write(ep->core, buf, len, dest, addr,
 						 key);
+	if (ret == -FI_EAGAIN)
+		tx_refused(ep, 1);
 	pthread_mutex_unlock(&ep->domain->lock);
 	return ret;
 }
