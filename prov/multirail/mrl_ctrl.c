@@ -530,24 +530,27 @@ static int question_rail(const struct mrl_ep *ep, const struct mrl_peer *peer)
 	return up ? __builtin_ctz(up) : 0;
 }
 
-/* 0 when sent or queued; the entry (if any) notes where and when. */
+/* The rail the question went on (sent or queued), or -FI_EAGAIN and the like. */
 static int ask_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
-		   uint32_t nonce, struct mrl_key_entry *e)
+		   uint32_t nonce)
 {
 	int rail = question_rail(ep, peer);
-	uint64_t t = now_ns();
-	int ret;
+	int ret = send_on(ep, peer, rail, MRL_CTRL_KEY_REQ, key, 0, NULL, 0,
+			  0, nonce);
 
-	ret = send_on(ep, peer, rail, MRL_CTRL_KEY_REQ, key, 0, NULL, 0, 0,
-		      nonce);
-	if (ret || !e)
-		return ret;
+	return ret ? ret : rail;
+}
+
+/* e's question went on rail now: a new rail starts its wait anew. */
+static void asked(struct mrl_key_entry *e, int rail)
+{
+	uint64_t t = now_ns();
+
 	e->asked_ns = t;
 	if (rail != e->asked_rail || !e->since_ns) {
 		e->asked_rail = rail;
 		e->since_ns = t;
 	}
-	return 0;
 }
 
 /*
@@ -561,8 +564,8 @@ bool mrl_ctrl_key_awaited(const struct mrl_ep *ep,
 			  const struct mrl_peer *peer,
 			  const struct mrl_key_entry *e)
 {
-	if (!(peer->rails_down & 1u) || !question_rail(ep, peer) ||
-	    e->state != MRL_KEY_PENDING || !e->asked_rail)
+	if (!question_rail(ep, peer) || e->state != MRL_KEY_PENDING ||
+	    !e->asked_rail)
 		return false;
 	return !mrl_params.rail_timeout_ms ||
 	       now_ns() - e->since_ns <
@@ -576,6 +579,7 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 {
 	struct mrl_key_entry *e = find_key(peer, key), **b;
 	uint32_t nonce;
+	int rail;
 
 	if (!ep->ctrl_enabled)
 		return e;
@@ -594,22 +598,25 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 			mrl_ctrl_progress(ep);
 		/* a question on a rail now out went nowhere: ask at once */
 		if (now_ns() - e->asked_ns > MRL_KEY_REASK_NS ||
-		    question_rail(ep, peer) != e->asked_rail)
-			ask_key(ep, peer, key, e->nonce, e);
+		    question_rail(ep, peer) != e->asked_rail) {
+			rail = ask_key(ep, peer, key, e->nonce);
+			if (rail >= 0)
+				asked(e, rail);
+		}
 		return e;
 	}
 	if (peer->partial) {
 		mrl_ctrl_hello(ep, peer);
 		return NULL;
 	}
+	nonce = new_nonce(ep);
+	rail = ask_key(ep, peer, key, nonce);
+	if (rail < 0)
+		return NULL;	/* asked again on a later op */
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
-	nonce = new_nonce(ep);
-	if (ask_key(ep, peer, key, nonce, e)) {
-		free(e);
-		return NULL;	/* asked again on a later op */
-	}
+	asked(e, rail);
 	e->nonce = nonce;
 	e->key = key;
 	e->state = MRL_KEY_PENDING;

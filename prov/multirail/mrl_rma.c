@@ -1128,47 +1128,52 @@ struct keys_learned {
 	const struct mrl_key_entry *entry;
 };
 
+static int rails_of_entry(const struct mrl_peer *peer,
+			  const struct mrl_key_entry *entry)
+{
+	return entry->nrails < peer->nrails ? entry->nrails : peer->nrails;
+}
+
+/*
+ * op's keys are entry's from now on.  The rails they reach that are in
+ * service, those nearest both buffers if any: never one out of service (a
+ * chunk stuck there would wait for the core's verdict, the stall watch
+ * passing it by).
+ */
+static uint32_t keyed_rails(struct mrl_op *op, const struct mrl_peer *peer,
+			    const struct mrl_key_entry *entry)
+{
+	struct rma_slot *slot = slot_of(op);
+	int n = rails_of_entry(peer, entry);
+	uint32_t in_service = mask_of(n) & ~peer->rails_down;
+	uint32_t near = mrl_sched_near(slot->local_near, entry->near_mask,
+				       mask_of(n)) & in_service;
+
+	slot->keyv = entry->keys;
+	slot->key_rails = n;
+	return near ? near : in_service;
+}
+
 static void widen_op(struct mrl_op *op, void *arg)
 {
 	const struct keys_learned *kl = arg;
 	struct rma_slot *slot = slot_of(op);
 	uint32_t rails;
-	int n;
 
-	if (op->peer != kl->peer || slot->key != kl->entry->key)
+	if (op->peer != kl->peer || slot->key != kl->entry->key ||
+	    rails_of_entry(kl->peer, kl->entry) <= slot->key_rails)
 		return;
-	n = kl->entry->nrails < kl->peer->nrails ? kl->entry->nrails :
-						   kl->peer->nrails;
-	if (n <= slot->key_rails)
-		return;
-	slot->keyv = kl->entry->keys;
-	slot->key_rails = n;
+	rails = keyed_rails(op, kl->peer, kl->entry);
 	/* a striped op was cut for all rails; a single-rail op keeps its rail */
-	if (op->chunk_size >= op->len)
-		return;
-	/* not the rails out of service for the peer: a chunk stuck on one
-	 * would wait for the core's verdict, the stall watch passing it by */
-	rails = mrl_sched_near(slot->local_near, kl->entry->near_mask,
-			       mask_of(n)) & ~kl->peer->rails_down;
-	if (rails)
+	if (op->chunk_size < op->len && rails)
 		op->rail_mask = rails;
 }
 
-/* A parked op gets the rails in service that entry's keys reach. */
-static void unpark_with(struct mrl_op *op, struct mrl_peer *peer,
-			const struct mrl_key_entry *entry)
+/* A parked op goes on with rails, if it has any now. */
+static void unpark(struct mrl_op *op, uint32_t rails)
 {
-	struct rma_slot *slot = slot_of(op);
-	int n = entry->nrails < peer->nrails ? entry->nrails : peer->nrails;
-	uint32_t rails = mrl_sched_near(slot->local_near, entry->near_mask,
-					mask_of(n)) & ~peer->rails_down;
-
-	if (!rails)
-		rails = mask_of(n) & ~peer->rails_down;
 	if (!rails)
 		return;
-	slot->keyv = entry->keys;
-	slot->key_rails = n;
 	op->rail_mask = rails;
 	op->parked = false;
 }
@@ -1179,7 +1184,7 @@ static void unpark_op(struct mrl_op *op, void *arg)
 
 	if (op->parked && op->peer == kl->peer &&
 	    slot_of(op)->key == kl->entry->key)
-		unpark_with(op, kl->peer, kl->entry);
+		unpark(op, keyed_rails(op, kl->peer, kl->entry));
 }
 
 /* The target's keys behind one of ours arrived: ops waiting may spread. */
@@ -1237,13 +1242,12 @@ static void review_parked(struct mrl_op *op, void *arg)
 	if (!op->parked)
 		return;
 	if (!(peer->rails_down & 1u)) {
-		op->rail_mask = 1u;	/* rail 0's key is the user's */
-		op->parked = false;
+		unpark(op, 1u);		/* rail 0's key is the user's */
 		return;
 	}
 	e = mrl_ctrl_key_lookup(pr->ep, peer, slot_of(op)->key);
 	if (e && e->state == MRL_KEY_VALID)
-		unpark_with(op, peer, e);
+		unpark(op, keyed_rails(op, peer, e));
 	else if (!e || !mrl_ctrl_key_awaited(pr->ep, peer, e))
 		op->parked = false;
 	pr->any |= op->parked;
