@@ -139,8 +139,8 @@ rma -K
 # Rail 0 (NIC 79) fails under the ops to one registration, and the first op
 # to another comes once it is out: the key question goes on a rail in
 # service, the answer comes back on it (the target's rail 0 fails too,
-# after the first answer), and the op waits for it (-FI_EAGAIN), then goes
-# on the rails left.  Control endpoints (efa-direct) are rail 0's alone.
+# after the first answer), and the op waits for it (taken, parked), then
+# goes on the rails left.  Control endpoints (efa-direct) are rail 0's alone.
 [ "$fabric" = efa-direct ] ||
 	FI_EFA_EMU_FAIL_NIC=79 FI_EFA_EMU_FAIL_AFTER=200 \
 	rma -T -o write -Y 4000 -W 64 -G 2 -V -E FI_EFA_EMU_FAIL_AFTER=1

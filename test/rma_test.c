@@ -1685,8 +1685,8 @@ static void newkey_initiator(uint32_t count, int window, uint64_t seed)
 	waits = 0;
 	newkey_run(order, n1, count, window, seed, &waits);
 	printf("newkey: keys learned in %u round(s); rail 0 out after %u "
-	       "ops%s; the last registration's first op waited %u post(s) "
-	       "for its keys\n", round, n1,
+	       "ops%s; then %u post(s) refused (-FI_EAGAIN: the ops to the "
+	       "new key wait parked, not refused)\n", round, n1,
 	       rail0_lost == 2 ? " (no key learned before)" : "", waits);
 	xsend("d", 1);
 	if (xrecv(&msg, 1) != 1 || msg != 'k')

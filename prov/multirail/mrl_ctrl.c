@@ -14,7 +14,7 @@
  * Nothing waits on these: until an answer comes, RMA uses rail 0 alone.
  * While rail 0 is out of service for a peer, a key question goes on its
  * first rail in service and is answered there (question_rail), and the
- * ops to that key wait for the answer (mrl_ctrl_key_awaited).
+ * ops to that key wait parked for the answer (mrl_ctrl_key_awaited).
  * A send the core refuses for now (-FI_EAGAIN: rxm is still connecting,
  * say) waits in a backlog that progress drains in order, so no answer is
  * lost; a question unanswered for MRL_KEY_REASK_NS is asked again.
@@ -556,9 +556,9 @@ static void asked(struct mrl_key_entry *e, int rail)
 /*
  * An op to a key whose target keys are still asked for goes on rail 0
  * meanwhile.  While rail 0 is out of service for the peer it has no rail:
- * it waits (-FI_EAGAIN) for the answer, which comes on a rail in service,
- * for the rails' deadline from the question there; then it fails as an
- * op with no rail does.
+ * it waits parked (mrl_rma_park) for the answer, which comes on a rail in
+ * service, for the rails' deadline from the question there; then it fails
+ * as an op with no rail does.
  */
 bool mrl_ctrl_key_awaited(const struct mrl_ep *ep,
 			  const struct mrl_peer *peer,

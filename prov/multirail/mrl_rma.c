@@ -274,12 +274,11 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 
 /*
  * The rails' keys for (peer, key) in *keyv (keys, or the entry's own) and
- * how many rails can use them.  -FI_EAGAIN while an op striped over the
- * rails (spread) has none to go on until the keys come (rail 0 out).
+ * how many rails can use them.
  */
 static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 			uint64_t key, uint64_t *keys, const uint64_t **keyv,
-			uint32_t *remote_near, bool spread)
+			uint32_t *remote_near)
 {
 	struct mrl_domain *dom = ep->domain;
 	const struct mrl_key_entry *entry;
@@ -312,8 +311,6 @@ static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 			 "registration\n", (unsigned long) key);
 		return -FI_EINVAL;
 	}
-	if (spread && entry && mrl_ctrl_key_awaited(ep, peer, entry))
-		return -FI_EAGAIN;
 	if (entry && entry->state == MRL_KEY_VALID && !peer->partial) {
 		*keyv = entry->keys;
 		if (remote_near)
@@ -352,7 +349,7 @@ int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 			 (unsigned long) dest);
 		return -FI_EINVAL;
 	}
-	ret = resolve_keys(ep, peer, key, keys, &keyv, NULL, false);
+	ret = resolve_keys(ep, peer, key, keys, &keyv, NULL);
 	if (ret < 0)
 		return ret;
 	ret = mrl_fence_progress(ep, peer);
@@ -518,9 +515,7 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	}
 	slot = mrl_container_of(req, struct rma_slot, req);
 	nrails = resolve_keys(ep, peer, a->rma_iov->key, slot->keys,
-			      &slot->keyv, &remote_near, true);
-	if (nrails == -FI_EAGAIN)
-		mrl_ep_progress(ep);	/* the answer may be in already */
+			      &slot->keyv, &remote_near);
 	if (nrails < 0)
 		return nrails;
 	slot->local_near = local_near(a);
@@ -542,8 +537,11 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 				&ep->rr_next, &chunk) & mask_of(nrails);
 	if (!rails && !peer->rails_down)
 		rails = 1u;	/* rail 0's key until the others are known */
-	/* with no rail left the engine fails the op: -FI_EHOSTUNREACH */
 	mrl_op_prepare(&ep->engine, &req->op, rails, chunk);
+	/* with no rail left the engine fails the op (-FI_EHOSTUNREACH),
+	 * unless it waits parked for keys asked on a rail in service */
+	if (!rails)
+		mrl_rma_park(ep, &req->op);
 	mrl_engine_submit(&ep->engine, &req->op);
 	ep->rma_general++;
 	return 0;
@@ -1202,10 +1200,13 @@ void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 }
 
 /*
- * Rail 0 went out for op's peer while op had no key for another rail (the
- * key's question not answered yet).  Where the answer can come on a rail
- * in service (mrl_ctrl_key_awaited), op waits for it parked instead of
- * failing, and the question goes there now.  Domain locked.
+ * Rail 0 is out for op's peer (it went out under op, or op came after)
+ * while op has no key for another rail (the key's question not answered
+ * yet).  Where the answer can come on a rail in service
+ * (mrl_ctrl_key_awaited), op waits for it parked instead of failing, and
+ * the question goes there now.  One wait for both: the user's call takes
+ * a new op as it does any other, and its completion says how it ended.
+ * Domain locked.
  */
 bool mrl_rma_park(struct mrl_ep *ep, struct mrl_op *op)
 {
