@@ -1331,6 +1331,12 @@ static ssize_t read_contexts(void **ctx, const char *who)
 	n = fi_cq_read(cq, e, 32);
 	if (n == -FI_EAGAIN)
 		return 0;
+	if (n == -FI_EAVAIL) {
+		struct fi_cq_err_entry err = { 0 };
+
+		fi_cq_readerr(cq, &err, 0);
+		die("%s: an op failed: %s", who, fi_strerror(err.err));
+	}
 	if (n < 0)
 		die("%s: fi_cq_read %zd", who, n);
 	for (k = 0; k < n; k++)
