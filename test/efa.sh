@@ -150,6 +150,13 @@ rma -K
 [ "$fabric" = efa-direct ] ||
 	FI_EFA_EMU_FAIL_NIC=79 FI_EFA_EMU_FAIL_AFTER=20 \
 	rma -T -o write -Y 4000 -W 64 -G 2 -M -E FI_EFA_EMU_FAIL_AFTER=0
+# The same over 8 registrations, each completion held 2 ms: their questions
+# all go again on rail 1 at once, more than the endpoint's free control
+# buffers take; those that wait for a buffer keep their ops waiting too,
+# and go as buffers come back (before: those ops failed).
+[ "$fabric" = efa-direct ] ||
+	FI_EFA_EMU_FAIL_NIC=79 FI_EFA_EMU_FAIL_AFTER=20 FI_EFA_EMU_DELAY_US=2000 \
+	rma -T -o write -Y 4000 -W 64 -G 8 -M -E FI_EFA_EMU_FAIL_AFTER=0
 
 # Locality: NICs of GPU 0 (node 0) and of GPU 4 (node 1) in test/topo's
 # p5.xml; host memory on node 0 goes over GPU 0's four.

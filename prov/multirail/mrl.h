@@ -247,9 +247,10 @@ void *mrl_desc_rail(void *desc, int rail);
 struct mrl_key_entry {
 	uint64_t key;
 	int state;			/* MRL_KEY_* */
-	uint64_t asked_ns;		/* PENDING: when we asked */
-	uint64_t since_ns;		/* PENDING: first asked on asked_rail */
-	int asked_rail;			/* PENDING: the rail we asked on */
+	uint64_t asked_ns;		/* PENDING: when we last sent it */
+	uint64_t since_ns;		/* PENDING: due on asked_rail since */
+	int asked_rail;			/* PENDING: the rail it is due on */
+	bool unsent;			/* PENDING: no buffer took it yet */
 	int nrails;
 	uint64_t keys[MRL_MAX_RAILS];
 	uint32_t near_mask;		/* target's rails nearest it; 0: any */

@@ -530,27 +530,27 @@ static int question_rail(const struct mrl_ep *ep, const struct mrl_peer *peer)
 	return up ? __builtin_ctz(up) : 0;
 }
 
-/* The rail the question went on (sent or queued), or -FI_EAGAIN and the like. */
-static int ask_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
-		   uint32_t nonce)
+/*
+ * e's question, due on the peer's question rail from now on (a new rail
+ * starts its wait anew), goes there now, sent or queued.  One that cannot
+ * go (every control buffer taken) stays due: the next lookup, an op's or
+ * the health tick's for a parked op, asks again, and the ops to the key
+ * wait for it as for one sent.
+ */
+static void ask(struct mrl_ep *ep, struct mrl_peer *peer,
+		struct mrl_key_entry *e)
 {
 	int rail = question_rail(ep, peer);
-	int ret = send_on(ep, peer, rail, MRL_CTRL_KEY_REQ, key, 0, NULL, 0,
-			  0, nonce);
-
-	return ret ? ret : rail;
-}
-
-/* e's question went on rail now: a new rail starts its wait anew. */
-static void asked(struct mrl_key_entry *e, int rail)
-{
 	uint64_t t = now_ns();
 
-	e->asked_ns = t;
 	if (rail != e->asked_rail || !e->since_ns) {
 		e->asked_rail = rail;
 		e->since_ns = t;
 	}
+	e->unsent = send_on(ep, peer, rail, MRL_CTRL_KEY_REQ, e->key, 0, NULL,
+			    0, 0, e->nonce) != 0;
+	if (!e->unsent)
+		e->asked_ns = t;
 }
 
 /*
@@ -565,7 +565,7 @@ bool mrl_ctrl_key_awaited(const struct mrl_ep *ep,
 			  const struct mrl_key_entry *e)
 {
 	if (!question_rail(ep, peer) || e->state != MRL_KEY_PENDING ||
-	    !e->asked_rail)
+	    e->asked_rail != question_rail(ep, peer))
 		return false;
 	return !mrl_params.rail_timeout_ms ||
 	       now_ns() - e->since_ns <
@@ -578,8 +578,6 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						uint64_t key)
 {
 	struct mrl_key_entry *e = find_key(peer, key), **b;
-	uint32_t nonce;
-	int rail;
 
 	if (!ep->ctrl_enabled)
 		return e;
@@ -597,32 +595,25 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 		if (ep->ctrl_backlog)
 			mrl_ctrl_progress(ep);
 		/* a question on a rail now out went nowhere: ask at once */
-		if (now_ns() - e->asked_ns > MRL_KEY_REASK_NS ||
-		    question_rail(ep, peer) != e->asked_rail) {
-			rail = ask_key(ep, peer, key, e->nonce);
-			if (rail >= 0)
-				asked(e, rail);
-		}
+		if (e->unsent || now_ns() - e->asked_ns > MRL_KEY_REASK_NS ||
+		    question_rail(ep, peer) != e->asked_rail)
+			ask(ep, peer, e);
 		return e;
 	}
 	if (peer->partial) {
 		mrl_ctrl_hello(ep, peer);
 		return NULL;
 	}
-	nonce = new_nonce(ep);
-	rail = ask_key(ep, peer, key, nonce);
-	if (rail < 0)
-		return NULL;	/* asked again on a later op */
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
-	asked(e, rail);
-	e->nonce = nonce;
+	e->nonce = new_nonce(ep);
 	e->key = key;
 	e->state = MRL_KEY_PENDING;
 	b = bucket(peer, key);
 	e->next = *b;
 	*b = e;
+	ask(ep, peer, e);
 	return e;
 }
 

@@ -1167,11 +1167,12 @@ static void widen_op(struct mrl_op *op, void *arg)
 		op->rail_mask = rails;
 }
 
-/* A parked op goes on with rails, if it has any now. */
+/*
+ * A parked op's wait is over: it goes on with rails, or with none the
+ * engine fails it (no rail it could wait for is left).
+ */
 static void unpark(struct mrl_op *op, uint32_t rails)
 {
-	if (!rails)
-		return;
 	op->rail_mask = rails;
 	op->parked = false;
 }
@@ -1232,7 +1233,8 @@ struct park_review {
 
 /*
  * A parked op: rail 0 back, or its keys in, gives it rails; past the
- * wait, it is parked no more and the engine fails it (no rail).
+ * wait, it has none and the engine fails it.  The lookup asks again a
+ * question still due (mrl_ctrl_key_lookup).
  */
 static void review_parked(struct mrl_op *op, void *arg)
 {
@@ -1250,7 +1252,7 @@ static void review_parked(struct mrl_op *op, void *arg)
 	if (e && e->state == MRL_KEY_VALID)
 		unpark(op, keyed_rails(op, peer, e));
 	else if (!e || !mrl_ctrl_key_awaited(pr->ep, peer, e))
-		op->parked = false;
+		unpark(op, 0);
 	pr->any |= op->parked;
 }
 
