@@ -93,6 +93,11 @@ FI_EFA_EMU_EAGAIN_NIC=82 FI_EFA_EMU_EAGAIN_EVERY=10 FI_EFA_EMU_EAGAIN_BURST=2 \
 	rma -T -o write -Y 40000 -W 64 -G 4
 # bad input, refused as over tcp
 FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm run ./test/badinput_test
+# endpoint options on every rail (or on rail 0, or refused); message limits
+# of 64 bytes leave the control channel room; a refusing rail (rail 2's
+# NIC) fails the call and the rails before it are set back
+run ./test/opt_test
+FI_EFA_EMU_OPT_REFUSE=81 run ./test/opt_test -r
 # A target that starts progressing 3 s late: the test provider takes the
 # writes and completes none until then, three times the deadline.  The
 # target has not answered yet, so FI_MULTIRAIL_CONNECT_TIMEOUT_MS judges

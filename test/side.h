@@ -27,10 +27,13 @@ struct side {
 	struct fid_ep *ep;
 };
 
-/* prov as fi_getinfo's hints name it; fabric and dom may be NULL. */
-static inline void open_side(struct side *s, const char *prov,
-			     const char *fabric, const char *dom,
-			     uint64_t caps)
+/*
+ * prov as fi_getinfo's hints name it; fabric and dom may be NULL.  The
+ * endpoint bound, not enabled (options that must come first).
+ */
+static inline void open_side_unenabled(struct side *s, const char *prov,
+				       const char *fabric, const char *dom,
+				       uint64_t caps)
 {
 	struct fi_info *hints = fi_allocinfo();
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
@@ -55,6 +58,13 @@ static inline void open_side(struct side *s, const char *prov,
 	CHK(fi_endpoint(s->domain, s->info, &s->ep, NULL));
 	CHK(fi_ep_bind(s->ep, &s->av->fid, 0));
 	CHK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
+}
+
+static inline void open_side(struct side *s, const char *prov,
+			     const char *fabric, const char *dom,
+			     uint64_t caps)
+{
+	open_side_unenabled(s, prov, fabric, dom, caps);
 	CHK(fi_enable(s->ep));
 }
 

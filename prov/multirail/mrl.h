@@ -747,6 +747,9 @@ struct mrl_ep {
 int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **ep, void *context);
 void mrl_ep_progress(struct mrl_ep *ep);
+int mrl_ep_setopt(fid_t fid, int level, int name, const void *val,
+		  size_t len);
+int mrl_ep_getopt(fid_t fid, int level, int name, void *val, size_t *len);
 ssize_t mrl_ep_poll(struct mrl_cq *cq, void *buf, size_t count,
 		    fi_addr_t *src_addr, struct mrl_ep *ep);
 ssize_t mrl_lease_found(struct mrl_cq *cq, ssize_t n);

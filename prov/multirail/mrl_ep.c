@@ -391,30 +391,7 @@ static struct fi_ops_cm mrl_cm_ops = {
 	.join = (void *) mrl_fid_nosys,
 };
 
-/* ---- options / cancel ------------------------------------------------------ */
-
-static int mrl_ep_getopt(fid_t fid, int level, int optname, void *optval,
-			 size_t *optlen)
-{
-	struct mrl_ep *ep = to_ep(fid);
-
-	if (level != FI_OPT_ENDPOINT)
-		return -FI_ENOPROTOOPT;
-	return fi_getopt(&ep->rails[0].ep->fid, level, optname, optval,
-			 optlen);
-}
-
-static int mrl_ep_setopt(fid_t fid, int level, int optname,
-			 const void *optval, size_t optlen)
-{
-	struct mrl_ep *ep = to_ep(fid);
-
-	if (level != FI_OPT_ENDPOINT)
-		return -FI_ENOPROTOOPT;
-	/* Messages (and so FI_MULTI_RECV buffers) live on rail 0. */
-	return fi_setopt(&ep->rails[0].ep->fid, level, optname, optval,
-			 optlen);
-}
+/* ---- cancel (options: mrl_ep_opt.c) ------------------------------------- */
 
 static ssize_t mrl_ep_cancel(fid_t fid, void *context)
 {

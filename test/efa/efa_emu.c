@@ -101,6 +101,10 @@ static void read_knobs(void)
 			"bus) only (default: every NIC)");
 	fi_param_define(&emu_prov, "emu_delay_us", FI_PARAM_INT,
 			"Fault: every completion is held this long (default 0)");
+	fi_param_define(&emu_prov, "emu_opt_refuse", FI_PARAM_STRING,
+			"The NIC (decimal PCI bus) whose endpoints refuse "
+			"efa's bool options (fi_setopt: -FI_EOPNOTSUPP), as a "
+			"device without them");
 	fi_param_define(&emu_prov, "emu_no_readfrom", FI_PARAM_BOOL,
 			"CQs answer fi_cq_readfrom with -FI_ENOSYS and no "
 			"FI_SOURCE is offered (default 0)");
@@ -133,6 +137,8 @@ static void read_knobs(void)
 			 &emu_knobs.eagain_burst);
 	fi_param_get_str(&emu_prov, "emu_eagain_nic", &emu_knobs.eagain_nic);
 	fi_param_get_int(&emu_prov, "emu_delay_us", &emu_knobs.delay_us);
+	fi_param_get_str(&emu_prov, "emu_opt_refuse",
+			 &emu_knobs.opt_refuse_nic);
 	fi_param_get_bool(&emu_prov, "emu_no_readfrom",
 			  &emu_knobs.no_readfrom);
 	parse_nics(emu_knobs.nics);
@@ -775,6 +781,8 @@ int emu_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	dom->failing = nic_fails(nic);
 	dom->eagain_here = !emu_knobs.eagain_nic ||
 			   nic_is(nic, emu_knobs.eagain_nic);
+	dom->opt_refuse = emu_knobs.opt_refuse_nic &&
+			  nic_is(nic, emu_knobs.opt_refuse_nic);
 	dom->mr_local = info->domain_attr->mr_mode & FI_MR_LOCAL;
 	dom->rng = (uint64_t) getpid() * 0x9E3779B97F4A7C15ull ^ emu_now_ns();
 	pthread_mutex_init(&dom->lock, NULL);

@@ -47,6 +47,35 @@
 /* libfabric's OFI_GETINFO_HIDDEN: reach tcp while FI_PROVIDER hides it. */
 #define EMU_GETINFO_HIDDEN	(1ULL << 60)
 
+/*
+ * Endpoint options by value (1.17's headers lack all but
+ * FI_OPT_EFA_RNR_RETRY): efa_rdm_ep_setopt's that the emulation keeps.
+ */
+#define EMU_OPT_CUDA_API_PERMITTED	10
+#define EMU_OPT_SHARED_MEMORY_PERMITTED	11
+#define EMU_OPT_MAX_MSG_SIZE		12
+#define EMU_OPT_MAX_TAGGED_SIZE		13
+#define EMU_OPT_EFA(n)			(-(0xefa << 16) + (n))
+#define EMU_OPT_EFA_RNR_RETRY		EMU_OPT_EFA(0)
+#define EMU_OPT_EFA_EMULATED_READ	EMU_OPT_EFA(1)
+#define EMU_OPT_EFA_EMULATED_WRITE	EMU_OPT_EFA(2)
+#define EMU_OPT_EFA_EMULATED_ATOMICS	EMU_OPT_EFA(3)
+#define EMU_OPT_EFA_USE_DEVICE_RDMA	EMU_OPT_EFA(4)
+#define EMU_OPT_EFA_SENDRECV_IN_ORDER	EMU_OPT_EFA(5)
+#define EMU_OPT_EFA_WRITE_IN_ORDER	EMU_OPT_EFA(6)
+#define EMU_OPT_EFA_HOMOGENEOUS_PEERS	EMU_OPT_EFA(7)
+
+struct emu_opts {
+	bool cuda_api_permitted;
+	bool shm_permitted;
+	bool use_device_rdma;
+	bool write_in_order;
+	bool homogeneous_peers;
+	size_t rnr_retry;
+	size_t max_msg;			/* sends beyond: -FI_EINVAL */
+	size_t max_tagged;
+};
+
 extern struct fi_provider emu_prov;
 
 #define EMU_WARN(subsys, ...)	FI_WARN(&emu_prov, subsys, __VA_ARGS__)
@@ -74,6 +103,7 @@ struct emu_knobs {
 	int delay_us;			/* completions held this long */
 	int no_readfrom;		/* CQs without fi_cq_readfrom, and no
 					 * FI_SOURCE: a core that never had it */
+	char *opt_refuse_nic;		/* its endpoints refuse efa's options */
 };
 
 extern struct emu_knobs emu_knobs;
@@ -91,6 +121,7 @@ struct emu_domain {
 	const struct emu_nic *nic;
 	bool failing;			/* the fault knobs name this NIC */
 	bool eagain_here;		/* the EAGAIN knobs apply here */
+	bool opt_refuse;		/* efa's bool options: -FI_EOPNOTSUPP */
 	uint64_t tx_ops;		/* for fail_after */
 	uint64_t fail_start_ns;		/* the first faulty transmit */
 	struct fi_info *core_info;
@@ -187,6 +218,8 @@ struct emu_ep {
 	void *hdr_rx;			/* their header receives */
 	struct fid_mr *hdr_mr;
 	struct emu_req *live;		/* requests the core may still hold */
+	struct emu_opts opts;
+	bool enabled;
 };
 
 int emu_getinfo(uint32_t version, const char *node, const char *service,

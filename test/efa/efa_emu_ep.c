@@ -7,6 +7,7 @@
  * means its bytes are placed, as an SRD RDMA write's does (docs/efa.md),
  * so every core write is delivery-complete whatever the caller asked.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -311,12 +312,38 @@ static ssize_t post_msg(struct emu_ep *ep, bool tx, bool tagged,
 	return ret;
 }
 
+/*
+ * A send beyond the size the program said it would keep to
+ * (FI_OPT_MAX_MSG_SIZE, FI_OPT_MAX_TAGGED_SIZE): efa asserts; refused here.
+ */
+static bool beyond_max(const struct emu_ep *ep, bool tagged, size_t len)
+{
+	size_t max = tagged ? ep->opts.max_tagged : ep->opts.max_msg;
+
+	if (len <= max)
+		return false;
+	EMU_WARN(FI_LOG_EP_DATA, "send of %zu bytes beyond FI_OPT_MAX_%s_SIZE "
+		 "(%zu)\n", len, tagged ? "TAGGED" : "MSG", max);
+	return true;
+}
+
+static size_t msg_len(const struct fi_msg_tagged *msg)
+{
+	size_t i, len = 0;
+
+	for (i = 0; msg->msg_iov && i < msg->iov_count; i++)
+		len += msg->msg_iov[i].iov_len;
+	return len;
+}
+
 static ssize_t locked_msg(struct fid_ep *fid, bool tx, bool tagged,
 			  const struct fi_msg_tagged *msg, uint64_t flags)
 {
 	struct emu_ep *ep = to_ep(fid);
 	ssize_t ret;
 
+	if (tx && beyond_max(ep, tagged, msg_len(msg)))
+		return -FI_EINVAL;
 	pthread_mutex_lock(&ep->domain->lock);
 	ret = post_msg(ep, tx, tagged, msg, flags);
 	pthread_mutex_unlock(&ep->domain->lock);
@@ -410,6 +437,8 @@ static ssize_t inject_msg(struct fid_ep *fid, const void *buf, size_t len,
 		return -FI_EOPNOTSUPP;
 	if (tagged && !(ep->caps & FI_TAGGED))
 		return -FI_EOPNOTSUPP;
+	if (beyond_max(ep, tagged, len))
+		return -FI_EINVAL;
 	if (tagged && emu_hmem_active() && (tag & EMU_TAG_INTERNAL))
 		return -FI_EINVAL;
 	/* an inject has no descriptor: CUDA says where its buffer is */
@@ -1056,6 +1085,7 @@ static int ep_control(struct fid *fid, int command, void *arg)
 		return -FI_ENOSYS;
 	ret = fi_enable(ep->core);
 	if (!ret) {
+		ep->enabled = true;
 		pthread_mutex_lock(&ep->domain->lock);
 		ret = emu_hmem_ep_enable(ep);
 		pthread_mutex_unlock(&ep->domain->lock);
@@ -1071,10 +1101,67 @@ static struct fi_ops ep_fi_ops = {
 	.ops_open = (void *) emu_nosys,
 };
 
+/* efa's endpoint options the emulation keeps, by name; NULL: the core's */
+static void *opt_of(struct emu_ep *ep, int name, size_t *len)
+{
+	struct emu_opts *o = &ep->opts;
+
+	*len = sizeof(bool);
+	switch (name) {
+	case EMU_OPT_CUDA_API_PERMITTED:
+		return &o->cuda_api_permitted;
+	case EMU_OPT_SHARED_MEMORY_PERMITTED:
+		return &o->shm_permitted;
+	case EMU_OPT_EFA_USE_DEVICE_RDMA:
+		return &o->use_device_rdma;
+	case EMU_OPT_EFA_WRITE_IN_ORDER:
+		return &o->write_in_order;
+	case EMU_OPT_EFA_HOMOGENEOUS_PEERS:
+		return &o->homogeneous_peers;
+	}
+	*len = sizeof(size_t);
+	switch (name) {
+	case EMU_OPT_EFA_RNR_RETRY:
+		return &o->rnr_retry;
+	case EMU_OPT_MAX_MSG_SIZE:
+		return &o->max_msg;
+	case EMU_OPT_MAX_TAGGED_SIZE:
+		return &o->max_tagged;
+	}
+	return NULL;
+}
+
+static void opts_init(struct emu_opts *o)
+{
+	*o = (struct emu_opts) {
+		.cuda_api_permitted = true, .shm_permitted = true,
+		.use_device_rdma = true, .rnr_retry = 7,
+		.max_msg = SIZE_MAX, .max_tagged = SIZE_MAX,
+	};
+}
+
 static int ep_getopt(fid_t fid, int level, int name, void *val, size_t *len)
 {
 	struct emu_ep *ep = emu_container_of(fid, struct emu_ep, ep_fid.fid);
+	size_t size;
+	void *opt = opt_of(ep, name, &size);
 
+	if (level == FI_OPT_ENDPOINT &&
+	    (name == EMU_OPT_EFA_EMULATED_READ ||
+	     name == EMU_OPT_EFA_EMULATED_WRITE ||
+	     name == EMU_OPT_EFA_EMULATED_ATOMICS)) {
+		static const bool device_rma;	/* p5's EFA: RDMA read, write */
+
+		opt = (void *) &device_rma;
+		size = sizeof(bool);
+	}
+	if (level == FI_OPT_ENDPOINT && opt) {
+		if (*len < size)
+			return -FI_ETOOSMALL;
+		memcpy(val, opt, size);
+		*len = size;
+		return 0;
+	}
 #if FI_MAJOR_VERSION >= 2
 	if (level == FI_OPT_ENDPOINT && name == FI_OPT_INJECT_RMA_SIZE &&
 	    ep->domain->direct && *len >= sizeof(size_t)) {
@@ -1086,12 +1173,30 @@ static int ep_getopt(fid_t fid, int level, int name, void *val, size_t *len)
 	return fi_getopt(&ep->core->fid, level, name, val, len);
 }
 
+/* As efa_rdm_ep_setopt: sizes checked, RNR retries before fi_enable. */
 static int ep_setopt(fid_t fid, int level, int name, const void *val,
 		     size_t len)
 {
 	struct emu_ep *ep = emu_container_of(fid, struct emu_ep, ep_fid.fid);
+	size_t size;
+	void *opt = opt_of(ep, name, &size);
 
-	return fi_setopt(&ep->core->fid, level, name, val, len);
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	if (name == EMU_OPT_EFA_SENDRECV_IN_ORDER)
+		return -FI_EOPNOTSUPP;
+	if (!opt)
+		return fi_setopt(&ep->core->fid, level, name, val, len);
+	if (len != size || !val)
+		return -FI_EINVAL;
+	if (name == EMU_OPT_EFA_RNR_RETRY && ep->enabled)
+		return -FI_EINVAL;
+	if (name == EMU_OPT_CUDA_API_PERMITTED && !emu_hmem_offered())
+		return -FI_EINVAL;	/* efa without CUDA */
+	if (size == sizeof(bool) && ep->domain->opt_refuse)
+		return -FI_EOPNOTSUPP;
+	memcpy(opt, val, size);
+	return 0;
 }
 
 static ssize_t ep_cancel(fid_t fid, void *context)
@@ -1187,6 +1292,7 @@ int emu_ep_open(struct fid_domain *fid, struct fi_info *info,
 		return ret;
 	}
 	ep->domain = dom;
+	opts_init(&ep->opts);
 	ep->held_tail = &ep->held;
 	ep->caps = info->caps ? info->caps : FI_MSG | FI_RMA;
 	if (dom->direct)
