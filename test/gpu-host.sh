@@ -79,7 +79,7 @@ rm -rf "$work/mrl" && mkdir -p "$work/mrl"
 (cd "$work/mrl" && "$src/configure" --with-libfabric="$lf" \
 	--with-cuda="$cuda" && make -j"$jobs" &&
  make -j"$jobs" fabtests-ext/fi_multirail_topo fabtests-ext/fi_multirail_bw \
-	test/libefa-fi.la) \
+	test/libefa-fi.la test/opt_test) \
 	>"$OUT/build-multirail.log" 2>&1 ||
 	{ tail -n 30 "$OUT/build-multirail.log"; exit 1; }
 nvidia-smi -L
