@@ -9,7 +9,9 @@
  *     the way (a probe, a copy) kills the test;
  *   - fi_mr_reg is host memory on every rail; each rail's descriptor is
  *     its own core's;
- *   - a rail that refuses leaves nothing registered on the others.
+ *   - a rail that refuses leaves nothing registered on the others;
+ *   - a dma-buf registration (FI_MR_DMABUF) reaches every rail as it came,
+ *     and no buffer is read from its attributes (libfabric 2.x builds).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,15 +34,17 @@ int mrl_fid_nosys(void)
 static struct {
 	enum fi_hmem_iface iface;
 	int cuda_dev;
+	const void *buf;
 } placed;
 
 uint32_t mrl_locality_mem_mask(const struct mrl_loc *locs, int n, int known,
 			       enum fi_hmem_iface iface, int cuda_dev,
 			       const void *buf, size_t len)
 {
-	(void) locs, (void) n, (void) known, (void) buf, (void) len;
+	(void) locs, (void) n, (void) known, (void) len;
 	placed.iface = iface;
 	placed.cuda_dev = cuda_dev;
+	placed.buf = buf;
 	return iface == FI_HMEM_CUDA ? 0x3 : 0;
 }
 
@@ -87,7 +91,10 @@ static int fake_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	if (!mr)
 		return -FI_ENOMEM;
 	rail->last = *attr;
-	rail->last_iov = attr->mr_iov[0];
+#ifdef FI_MR_DMABUF
+	if (!(flags & FI_MR_DMABUF))
+#endif
+		rail->last_iov = attr->mr_iov[0];
 	rail->last_flags = flags;
 	rail->regs++;
 	mr->rail = rail->rail;
@@ -199,6 +206,61 @@ static void one_rail_refuses(struct mrl_domain *dom, void *gpu)
 		      rails[r].regs, rails[r].closes);
 }
 
+#ifdef FI_MR_DMABUF
+/*
+ * A dma-buf registration (libfabric 1.20 on, as aws-ofi-nccl makes for
+ * GPU memory): attr->dmabuf shares mr_iov's place, so read as an iov its
+ * file descriptor would be an address.  Every rail gets the same
+ * attributes and flag; locality asks the device, never a buffer.
+ */
+static void dmabuf_memory(struct mrl_domain *dom, void *gpu)
+{
+	struct fi_mr_dmabuf dmabuf = {
+		.fd = 7, .offset = 4096, .len = LEN, .base_addr = gpu,
+	};
+	struct fi_mr_attr attr = {
+		.dmabuf = &dmabuf, .iov_count = 1, .access = FI_REMOTE_WRITE,
+		.iface = FI_HMEM_CUDA, .device.cuda = 2,
+	};
+	struct fid_mr *mr = NULL;
+	int ret, r;
+
+	reset(dom);
+	ret = fi_mr_regattr(&dom->domain_fid, &attr, FI_MR_DMABUF, &mr);
+	check(!ret && mr, "dma-buf registration: %d", ret);
+	if (ret)
+		return;
+	for (r = 0; r < NRAILS; r++)
+		check(rails[r].regs == 1 &&
+		      (rails[r].last_flags & FI_MR_DMABUF) &&
+		      rails[r].last.dmabuf == &dmabuf &&
+		      rails[r].last.iface == FI_HMEM_CUDA &&
+		      rails[r].last.device.cuda == 2,
+		      "rail %d: the same dma-buf, flag and device", r);
+	check(placed.iface == FI_HMEM_CUDA && placed.cuda_dev == 2 &&
+	      !placed.buf, "placed by its GPU, no buffer read (%p)",
+	      placed.buf);
+	fi_close(&mr->fid);
+
+	/* host memory behind a dma-buf: placed by no buffer either */
+	reset(dom);
+	attr.iface = FI_HMEM_SYSTEM;
+	ret = fi_mr_regattr(&dom->domain_fid, &attr, FI_MR_DMABUF, &mr);
+	check(!ret && placed.iface == FI_HMEM_SYSTEM && !placed.buf,
+	      "host dma-buf: registered (%d), no buffer read (%p)", ret,
+	      placed.buf);
+	if (!ret)
+		fi_close(&mr->fid);
+
+	reset(dom);
+	attr.dmabuf = NULL;
+	ret = fi_mr_regattr(&dom->domain_fid, &attr, FI_MR_DMABUF, &mr);
+	check(ret == -FI_EINVAL && !rails[0].regs,
+	      "FI_MR_DMABUF without a dma-buf: -FI_EINVAL (%d), no rail "
+	      "asked", ret);
+}
+#endif
+
 int main(void)
 {
 	static struct fi_ops_mr mr_ops = {
@@ -223,6 +285,11 @@ int main(void)
 	device_memory(dom, gpu);
 	host_memory(dom);
 	one_rail_refuses(dom, gpu);
+#ifdef FI_MR_DMABUF
+	dmabuf_memory(dom, gpu);
+#else
+	printf("ok: dma-buf not in this libfabric's headers: not tested\n");
+#endif
 	munmap(gpu, LEN);
 	free(dom);
 	printf("%s: %d failure(s)\n", check_failures ? "FAIL" : "PASS",

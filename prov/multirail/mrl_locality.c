@@ -158,7 +158,7 @@ uint32_t mrl_locality_mem_mask(const struct mrl_loc *locs, int n, int known,
 	if (iface != FI_HMEM_SYSTEM)
 		return 0;
 	/* the buffer's pages, else where this thread is bound */
-	node = mrl_topo_buffer_numa(t, buf, len);
+	node = buf ? mrl_topo_buffer_numa(t, buf, len) : -1;
 	if (node < 0)
 		node = mrl_topo_thread_numa(t);
 	if (node < 0) {

@@ -139,6 +139,41 @@ static struct fi_ops mrl_mr_fi_ops = {
 	.ops_open = (void *) mrl_fid_nosys,
 };
 
+/*
+ * The registration's buffer as locality reads it: its one iov, or none for
+ * a dma-buf (FI_MR_DMABUF, libfabric 1.20 on: attr->dmabuf takes mr_iov's
+ * place and is never read as an iov; its memory is placed by its device,
+ * or not at all).  The cores get the attributes and flags as they came.
+ */
+static int reg_buffer(const struct fi_mr_attr *attr, uint64_t flags,
+		      const void **buf, size_t *len)
+{
+#ifdef FI_MR_DMABUF
+	if (flags & FI_MR_DMABUF) {
+		if (attr->iov_count != 1 || !attr->dmabuf) {
+			MRL_WARN(FI_LOG_MR, "FI_MR_DMABUF registration needs "
+				 "exactly one dma-buf (got %zu%s)\n",
+				 attr->iov_count,
+				 attr->dmabuf ? "" : ", none given");
+			return -FI_EINVAL;
+		}
+		*buf = NULL;
+		*len = attr->dmabuf->len;
+		return 0;
+	}
+#else
+	(void) flags;
+#endif
+	if (!attr->iov_count || attr->iov_count > 1 || !attr->mr_iov) {
+		MRL_WARN(FI_LOG_MR, "registration needs exactly one iov "
+			 "(got %zu)\n", attr->iov_count);
+		return -FI_EINVAL;
+	}
+	*buf = attr->mr_iov[0].iov_base;
+	*len = attr->mr_iov[0].iov_len;
+	return 0;
+}
+
 int mrl_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 		   uint64_t flags, struct fid_mr **mr_out)
 {
@@ -146,14 +181,17 @@ int mrl_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 						  domain_fid.fid);
 	struct fi_mr_attr core_attr;
 	struct mrl_mr *mr;
+	const void *buf;
+	size_t len;
 	int i, ret;
 
-	if (!attr || !attr->iov_count || attr->iov_count > 1 ||
-	    !attr->mr_iov) {
-		MRL_WARN(FI_LOG_MR, "registration needs exactly one iov "
-			 "(got %zu)\n", attr ? attr->iov_count : 0);
+	if (!attr) {
+		MRL_WARN(FI_LOG_MR, "fi_mr_regattr without attributes\n");
 		return -FI_EINVAL;
 	}
+	ret = reg_buffer(attr, flags, &buf, &len);
+	if (ret)
+		return ret;
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -FI_ENOMEM;
@@ -164,8 +202,7 @@ int mrl_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 					      dom->rails_located, attr->iface,
 					      attr->iface == FI_HMEM_CUDA ?
 					      attr->device.cuda : -1,
-					      attr->mr_iov[0].iov_base,
-					      attr->mr_iov[0].iov_len);
+					      buf, len);
 	mrl_list_init(&mr->link);
 
 	for (i = 0; i < dom->nrails; i++) {
