@@ -39,6 +39,18 @@ static void read_addr(const uint8_t *buf, size_t len)
 	if (mrl_addr_check(buf, len))
 		return;
 	memcpy(&hdr, buf, sizeof(hdr));
+	check(mrl_addr_len(buf) <= len);
+	if (hdr.flags & MRL_ADDR_CTRL_DELTA) {
+		static uint8_t full[sizeof(hdr) + 2 * MRL_ADDR_DELTA_MAX];
+
+		check(hdr.rail_addrlen <= MRL_ADDR_DELTA_MAX);
+		touch(buf + sizeof(hdr), mrl_addr_len(buf) - sizeof(hdr));
+		mrl_addr_expand(buf, full);
+		buf = full;
+		len = mrl_addr_size(2, hdr.rail_addrlen);
+		check(!mrl_addr_check(buf, len));
+		memcpy(&hdr, buf, sizeof(hdr));
+	}
 	for (r = 0; r < hdr.nrails; r++) {
 		const uint8_t *a = mrl_addr_rail(buf, r);
 

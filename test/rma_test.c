@@ -14,7 +14,9 @@
  *            [-N ns_init,ns_target] (each side enters that network
  *            namespace, e.g. the emulated testbed's, after the fork)
  *            [-C] (exchange names of at most FI_NAME_MAX bytes, as Open MPI
- *            does: multirail then hands out rail 0's address alone)
+ *            does, or RMA_NAME_MAX (aws-ofi-nccl: 56): multirail then
+ *            hands out rail 0's address alone, and the control
+ *            endpoint's as its difference where the whole does not fit)
  *            [-E VAR=VALUE] (the target's environment only)
  *            [-L mask] (the rails, as a hex mask, that must carry RMA
  *            bytes; every other rail must carry none)
@@ -240,8 +242,13 @@ static void setup(int raw)
 				      .size = 4096 };
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
 	char name[1024], pname[1024];
-	size_t len = compact_name ? FI_NAME_MAX : sizeof(name), plen;
+	size_t len = sizeof(name), plen;
 
+	if (compact_name)
+		len = getenv("RMA_NAME_MAX") ?
+		      strtoul(getenv("RMA_NAME_MAX"), NULL, 0) : FI_NAME_MAX;
+	if (len > sizeof(name))
+		die("RMA_NAME_MAX %zu: at most %zu", len, sizeof(name));
 	if (!strcmp(role, "initiator"))
 		cq_attr.format = init_format;
 

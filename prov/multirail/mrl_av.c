@@ -22,10 +22,21 @@
 
 static size_t addr_len(const void *addr)
 {
+	return mrl_addr_len(addr);
+}
+
+/* Room for any address an AV keeps of a name in MRL_ADDR_CTRL_DELTA form */
+#define EXPANDED_MAX	(sizeof(struct mrl_addr_hdr) + 2 * MRL_ADDR_DELTA_MAX)
+
+/* A checked address as the AV keeps it: the delta form expanded in buf. */
+static const void *kept_form(const void *addr, uint8_t *buf)
+{
 	const struct mrl_addr_hdr *hdr = addr;
 
-	return mrl_addr_size(hdr->nrails + !!(hdr->flags & MRL_ADDR_CTRL),
-			     hdr->rail_addrlen);
+	if (!(hdr->flags & MRL_ADDR_CTRL_DELTA))
+		return addr;
+	mrl_addr_expand(addr, buf);
+	return buf;
 }
 
 static struct mrl_av *to_av(struct fid_av *av)
@@ -141,9 +152,13 @@ static int check_rails(struct mrl_av *av, const void *addr)
 	return 0;
 }
 
+/* An address from a control message: whole, never a cut name's form. */
 static int mrl_av_check(struct mrl_av *av, const void *addr, size_t len)
 {
-	return mrl_addr_check(addr, len) ? -FI_EINVAL : check_rails(av, addr);
+	if (mrl_addr_check(addr, len) ||
+	    (((const struct mrl_addr_hdr *) addr)->flags & MRL_ADDR_CTRL_DELTA))
+		return -FI_EINVAL;
+	return check_rails(av, addr);
 }
 
 /* Take the peer's rails [from, to) out of the rails' core AVs. */
@@ -550,6 +565,7 @@ static int mrl_av_insert(struct fid_av *av_fid, const void *addr,
 			 void *context)
 {
 	struct mrl_av *av = to_av(av_fid);
+	uint8_t expanded[EXPANDED_MAX];
 	const char *p = addr;
 	fi_addr_t dummy;
 	size_t i, off = 0;
@@ -563,13 +579,14 @@ static int mrl_av_insert(struct fid_av *av_fid, const void *addr,
 				 "rail count)\n", i);
 			return -FI_EINVAL;
 		}
-		if (check_rails(av, p + off))
+		if (check_rails(av, kept_form(p + off, expanded)))
 			return -FI_EINVAL;
 		off += addr_len(p + off);
 	}
 	mrl_lock(av->domain);
 	for (i = 0, off = 0; i < count; i++) {
-		ret = insert_one(av, p + off, fi_addr ? &fi_addr[i] : &dummy);
+		ret = insert_one(av, kept_form(p + off, expanded),
+				 fi_addr ? &fi_addr[i] : &dummy);
 		if (ret)
 			break;
 		off += addr_len(p + off);

@@ -325,10 +325,13 @@ static size_t compact_name(const struct mrl_ep *ep, void *addr, size_t have)
 	const struct mrl_addr_hdr *full = ep->name;
 	const void *ctrl = mrl_addr_ctrl(full);
 	struct mrl_addr_hdr *hdr = addr;
-	size_t len = mrl_addr_size(1 + !!ctrl, full->rail_addrlen);
+	size_t len = mrl_addr_size(1 + !!ctrl, full->rail_addrlen), delta;
 
-	if (have < len)
-		return len;
+	if (have < len) {
+		/* the control endpoint's address as its difference */
+		delta = mrl_addr_delta(full, addr, have);
+		return delta && delta <= have ? delta : len;
+	}
 	*hdr = *full;
 	hdr->nrails = 1;
 	hdr->flags |= MRL_ADDR_PARTIAL;

@@ -13,6 +13,35 @@ size_t mrl_addr_size(int nrails, size_t rail_addrlen)
 	return sizeof(struct mrl_addr_hdr) + (size_t) nrails * rail_addrlen;
 }
 
+static size_t bitmap_len(size_t rail_addrlen)
+{
+	return (rail_addrlen + 7) / 8;
+}
+
+/* The bitmap and differing bytes after rail 0's address (delta form). */
+static size_t delta_len(const uint8_t *bitmap, size_t rail_addrlen)
+{
+	size_t n = bitmap_len(rail_addrlen), len = n, i;
+
+	for (i = 0; i < n; i++)
+		len += (size_t) __builtin_popcount(bitmap[i]);
+	return len;
+}
+
+static int delta_check(const struct mrl_addr_hdr *hdr, size_t len)
+{
+	size_t alen = hdr->rail_addrlen;
+	const uint8_t *bitmap = mrl_addr_rail(hdr, 1);
+
+	if ((hdr->flags & (MRL_ADDR_CTRL | MRL_ADDR_PARTIAL)) !=
+	    (MRL_ADDR_CTRL | MRL_ADDR_PARTIAL) || alen > MRL_ADDR_DELTA_MAX ||
+	    len < mrl_addr_size(1, alen) + bitmap_len(alen))
+		return -1;
+	if ((alen % 8) && (bitmap[alen / 8] >> (alen % 8)))
+		return -1;
+	return len < mrl_addr_size(1, alen) + delta_len(bitmap, alen) ? -1 : 0;
+}
+
 int mrl_addr_check(const void *addr, size_t len)
 {
 	const struct mrl_addr_hdr *hdr = addr;
@@ -24,10 +53,23 @@ int mrl_addr_check(const void *addr, size_t len)
 	    !hdr->rail_addrlen ||
 	    (hdr->flags & MRL_ADDR_PARTIAL && hdr->nrails != 1))
 		return -1;
+	if (hdr->flags & MRL_ADDR_CTRL_DELTA)
+		return delta_check(hdr, len);
 	if (len < mrl_addr_size(hdr->nrails + !!(hdr->flags & MRL_ADDR_CTRL),
 				hdr->rail_addrlen))
 		return -1;
 	return 0;
+}
+
+size_t mrl_addr_len(const void *addr)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+
+	if (hdr->flags & MRL_ADDR_CTRL_DELTA)
+		return mrl_addr_size(1, hdr->rail_addrlen) +
+		       delta_len(mrl_addr_rail(addr, 1), hdr->rail_addrlen);
+	return mrl_addr_size(hdr->nrails + !!(hdr->flags & MRL_ADDR_CTRL),
+			     hdr->rail_addrlen);
 }
 
 /* The control endpoint's address, or NULL: the core has FI_TAGGED. */
@@ -35,8 +77,59 @@ const void *mrl_addr_ctrl(const void *addr)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 
+	if (hdr->flags & MRL_ADDR_CTRL_DELTA)
+		return NULL;
 	return hdr->flags & MRL_ADDR_CTRL ? mrl_addr_rail(addr, hdr->nrails) :
 					    NULL;
+}
+
+void mrl_addr_expand(const void *addr, void *out)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+	size_t alen = hdr->rail_addrlen, i;
+	const uint8_t *rail0 = mrl_addr_rail(addr, 0);
+	const uint8_t *bitmap = rail0 + alen;
+	const uint8_t *diff = bitmap + bitmap_len(alen);
+	struct mrl_addr_hdr *full = out;
+	uint8_t *ctrl = (uint8_t *) (full + 1) + alen;
+
+	*full = *hdr;
+	full->flags &= (uint8_t) ~MRL_ADDR_CTRL_DELTA;
+	memcpy(full + 1, rail0, alen);
+	for (i = 0; i < alen; i++)
+		ctrl[i] = (bitmap[i / 8] >> (i % 8)) & 1 ? *diff++ : rail0[i];
+}
+
+size_t mrl_addr_delta(const void *full, void *out, size_t have)
+{
+	const struct mrl_addr_hdr *hdr = full;
+	size_t alen = hdr->rail_addrlen, size, i;
+	const uint8_t *rail0 = mrl_addr_rail(full, 0), *ctrl;
+	struct mrl_addr_hdr *o = out;
+	uint8_t *bitmap, *diff;
+
+	ctrl = mrl_addr_ctrl(full);
+	if (!ctrl || alen > MRL_ADDR_DELTA_MAX)
+		return 0;
+	size = mrl_addr_size(1, alen) + bitmap_len(alen);
+	for (i = 0; i < alen; i++)
+		size += ctrl[i] != rail0[i];
+	if (have < size)
+		return size;
+	*o = *hdr;
+	o->nrails = 1;
+	o->flags |= MRL_ADDR_PARTIAL | MRL_ADDR_CTRL_DELTA;
+	memcpy(o + 1, rail0, alen);
+	bitmap = (uint8_t *) (o + 1) + alen;
+	memset(bitmap, 0, bitmap_len(alen));
+	diff = bitmap + bitmap_len(alen);
+	for (i = 0; i < alen; i++) {
+		if (ctrl[i] == rail0[i])
+			continue;
+		bitmap[i / 8] |= (uint8_t) (1u << (i % 8));
+		*diff++ = ctrl[i];
+	}
+	return size;
 }
 
 const void *mrl_addr_rail(const void *addr, int rail)

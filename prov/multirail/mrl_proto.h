@@ -25,12 +25,24 @@
 /* ---- composite address --------------------------------------------------- */
 
 #define MRL_ADDR_MAGIC		0x4d524c41u	/* "MRLA" */
-#define MRL_ADDR_VERSION	1
+#define MRL_ADDR_VERSION	2	/* 2: MRL_ADDR_CTRL_DELTA */
 #define MRL_ADDR_PARTIAL	0x1	/* rail 0 alone (fi_getinfo node, or a
 					 * name cut to fit FI_NAME_MAX) */
 #define MRL_ADDR_CTRL		0x2	/* after the rails' addresses, one more:
 					 * the control endpoint's on rail 0's
 					 * domain (cores without FI_TAGGED) */
+/*
+ * With MRL_ADDR_CTRL and MRL_ADDR_PARTIAL: the control endpoint's address
+ * as its difference from rail 0's, a bitmap of rail_addrlen bits (bit i:
+ * byte i differs; the last byte's unused bits clear), then the differing
+ * bytes in order.  Two endpoints of one NIC differ in a few bytes (efa's
+ * 32-byte addresses: the QP number and key), so a name cut to fit a
+ * small buffer (aws-ofi-nccl's 56 bytes, efa-direct's two addresses)
+ * still fits.  Only fi_getname writes it, only fi_av_insert reads it
+ * (expanded first); a control message never carries it.
+ */
+#define MRL_ADDR_CTRL_DELTA	0x4
+#define MRL_ADDR_DELTA_MAX	255	/* the largest rail_addrlen it takes */
 
 struct mrl_addr_hdr {
 	uint32_t magic;
@@ -111,8 +123,19 @@ enum {
 size_t mrl_addr_size(int nrails, size_t rail_addrlen);
 /* 0 when len bytes at addr hold a whole composite address, else -1 */
 int mrl_addr_check(const void *addr, size_t len);
+/* The bytes of a checked address, as it lies in an array of them */
+size_t mrl_addr_len(const void *addr);
 const void *mrl_addr_rail(const void *addr, int rail);
+/* The control endpoint's address, or NULL (none, or MRL_ADDR_CTRL_DELTA:
+ * expand it first) */
 const void *mrl_addr_ctrl(const void *addr);
+/* A checked MRL_ADDR_CTRL_DELTA address as rail 0's and the control
+ * endpoint's in full, into out (mrl_addr_size(2, rail_addrlen) bytes) */
+void mrl_addr_expand(const void *addr, void *out);
+/* A full address with a control endpoint, in MRL_ADDR_CTRL_DELTA form:
+ * its size, written only if it fits in have; 0 where the form does not
+ * apply (no control endpoint, or rail_addrlen > MRL_ADDR_DELTA_MAX) */
+size_t mrl_addr_delta(const void *full, void *out, size_t have);
 /* MRL_CTRL_OK when len bytes at msg hold a whole control message of ours,
  * its sender's address (not checked here) and keys included */
 int mrl_ctrl_msg_check(const void *msg, size_t len);

@@ -1,0 +1,141 @@
+/*
+ * The composite address's cut form (mrl_proto.c, MRL_ADDR_CTRL_DELTA):
+ * rail 0's address, and the control endpoint's as its difference.
+ *   - efa's 32-byte addresses of two endpoints on one NIC (the QP number
+ *     and key differ) fit aws-ofi-nccl's 56 bytes, and expand back to the
+ *     very bytes;
+ *   - the extremes: no byte differs, every byte differs, an address too
+ *     long for the form;
+ *   - the checks refuse what the form forbids: stray bitmap bits, the
+ *     form without a control endpoint or not partial, a cut tail.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "mrl_proto.h"
+
+#define EFA_ADDRLEN	32	/* struct efa_ep_addr */
+#define NRAILS		4
+
+static uint8_t full[sizeof(struct mrl_addr_hdr) +
+		    (NRAILS + 1) * (MRL_ADDR_DELTA_MAX + 1)];
+
+/* A full address of NRAILS rails and a control endpoint, alen bytes each;
+ * the control endpoint's is rail 0's with the bytes of differ changed. */
+static void make_full(size_t alen, const int *differ, int ndiffer)
+{
+	struct mrl_addr_hdr *hdr = (struct mrl_addr_hdr *) full;
+	uint8_t *a = (uint8_t *) (hdr + 1), *ctrl;
+	size_t i;
+	int r;
+
+	memset(full, 0, sizeof(full));
+	*hdr = (struct mrl_addr_hdr) {
+		.magic = MRL_ADDR_MAGIC, .version = MRL_ADDR_VERSION,
+		.nrails = NRAILS, .flags = MRL_ADDR_CTRL,
+		.rail_addrlen = (uint16_t) alen,
+	};
+	for (r = 0; r < NRAILS; r++)
+		for (i = 0; i < alen; i++)
+			a[r * alen + i] = (uint8_t) (17 * i + 31 * r + 5);
+	ctrl = a + NRAILS * alen;
+	memcpy(ctrl, a, alen);
+	for (r = 0; r < ndiffer; r++)
+		ctrl[differ[r]] ^= 0x5a;
+}
+
+/* Cut into have bytes, checked, expanded: rail 0's and the control's. */
+static size_t cut_and_expand(size_t alen, size_t have)
+{
+	uint8_t cut[sizeof(full)], back[sizeof(full)];
+	size_t len = mrl_addr_delta(full, cut, have);
+	const struct mrl_addr_hdr *hdr = (const void *) back;
+
+	if (!len || len > have)
+		return len;
+	check(!mrl_addr_check(cut, len) && mrl_addr_len(cut) == len,
+	      "%zu-byte cut form checked, its length %zu", len,
+	      mrl_addr_len(cut));
+	check(mrl_addr_check(cut, len - 1) != 0,
+	      "one byte short: refused");
+	check(!mrl_addr_ctrl(cut), "the cut form names no control address "
+	      "before it is expanded");
+	mrl_addr_expand(cut, back);
+	check(!mrl_addr_check(back, mrl_addr_size(2, alen)) &&
+	      hdr->nrails == 1 &&
+	      hdr->flags == (MRL_ADDR_CTRL | MRL_ADDR_PARTIAL),
+	      "expanded: rail 0 and a control endpoint, partial");
+	check(!memcmp(mrl_addr_rail(back, 0), mrl_addr_rail(full, 0), alen) &&
+	      !memcmp(mrl_addr_ctrl(back), mrl_addr_ctrl(full), alen),
+	      "expanded: the very bytes of rail 0 and the control endpoint");
+	return len;
+}
+
+static void efa_fits_56_bytes(void)
+{
+	/* qpn (bytes 16-17) and qkey (20-23) differ, gid and pad do not */
+	const int differ[] = { 16, 17, 20, 21, 22, 23 };
+	size_t len;
+
+	make_full(EFA_ADDRLEN, differ, 6);
+	len = cut_and_expand(EFA_ADDRLEN, 56);
+	check(len == 12 + 32 + 4 + 6, "efa: %zu bytes, in aws-ofi-nccl's 56",
+	      len);
+	check(mrl_addr_delta(full, NULL, 53) == len,
+	      "too small a buffer: the size asked, nothing written");
+}
+
+static void extremes(void)
+{
+	int all[16], i;
+	uint8_t cut[sizeof(full)];
+
+	make_full(16, NULL, 0);
+	check(cut_and_expand(16, 64) == 12 + 16 + 2,
+	      "no byte differs: the bitmap alone");
+	for (i = 0; i < 16; i++)
+		all[i] = i;
+	make_full(16, all, 16);
+	check(cut_and_expand(16, 64) == 12 + 16 + 2 + 16,
+	      "every byte differs");
+	make_full(MRL_ADDR_DELTA_MAX + 1, NULL, 0);
+	check(mrl_addr_delta(full, cut, sizeof(cut)) == 0,
+	      "a %d-byte address: no cut form", MRL_ADDR_DELTA_MAX + 1);
+}
+
+static void refused(void)
+{
+	const int differ[] = { 3 };
+	uint8_t cut[sizeof(full)];
+	struct mrl_addr_hdr *hdr = (struct mrl_addr_hdr *) cut;
+	uint8_t *bitmap;
+	size_t len;
+
+	make_full(12, differ, 1);	/* 12 bytes: 4 unused bitmap bits */
+	len = mrl_addr_delta(full, cut, sizeof(cut));
+	check(!mrl_addr_check(cut, len), "12-byte addresses: checked");
+	bitmap = (uint8_t *) (hdr + 1) + 12;
+	bitmap[1] |= 0x10;
+	check(mrl_addr_check(cut, sizeof(cut)) != 0,
+	      "a bit past the address's bytes: refused");
+	bitmap[1] &= (uint8_t) ~0x10;
+	hdr->flags &= (uint8_t) ~MRL_ADDR_PARTIAL;
+	check(mrl_addr_check(cut, sizeof(cut)) != 0,
+	      "the cut form not marked partial: refused");
+	hdr->flags |= MRL_ADDR_PARTIAL;
+	hdr->flags &= (uint8_t) ~MRL_ADDR_CTRL;
+	check(mrl_addr_check(cut, sizeof(cut)) != 0,
+	      "the cut form without a control endpoint: refused");
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IONBF, 0);
+	efa_fits_56_bytes();
+	extremes();
+	refused();
+	printf("%s: %d failure(s)\n", check_failures ? "FAIL" : "PASS",
+	       check_failures);
+	return check_failures ? 1 : 0;
+}
