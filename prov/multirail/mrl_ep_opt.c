@@ -45,10 +45,12 @@ enum {
 };
 
 #if FI_MAJOR_VERSION >= 2
-_Static_assert(MRL_OPT_CUDA_API_PERMITTED == FI_OPT_CUDA_API_PERMITTED &&
-	       MRL_OPT_INJECT_ATOMIC_SIZE == FI_OPT_INJECT_ATOMIC_SIZE &&
-	       MRL_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES ==
-	       FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES,
+_Static_assert((int) MRL_OPT_CUDA_API_PERMITTED ==
+	       (int) FI_OPT_CUDA_API_PERMITTED &&
+	       (int) MRL_OPT_INJECT_ATOMIC_SIZE ==
+	       (int) FI_OPT_INJECT_ATOMIC_SIZE &&
+	       (int) MRL_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES ==
+	       (int) FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES,
 	       "option values as libfabric's headers give them");
 #endif
 
