@@ -746,6 +746,17 @@ struct mrl_ep {
 
 int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **ep, void *context);
+
+/* The core endpoints of ours: every rail's, then the control endpoint. */
+static inline int mrl_ep_ncore(const struct mrl_ep *ep)
+{
+	return ep->nrails + !!ep->ctrl_ep;
+}
+
+static inline struct fid_ep *mrl_ep_core(const struct mrl_ep *ep, int i)
+{
+	return i < ep->nrails ? ep->rails[i].ep : ep->ctrl_ep;
+}
 void mrl_ep_progress(struct mrl_ep *ep);
 int mrl_ep_setopt(fid_t fid, int level, int name, const void *val,
 		  size_t len);

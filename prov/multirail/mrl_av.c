@@ -20,11 +20,6 @@
 
 #include "mrl.h"
 
-static size_t addr_len(const void *addr)
-{
-	return mrl_addr_len(addr);
-}
-
 /* Room for any address an AV keeps of a name in MRL_ADDR_CTRL_DELTA form */
 #define EXPANDED_MAX	(sizeof(struct mrl_addr_hdr) + 2 * MRL_ADDR_DELTA_MAX)
 
@@ -492,7 +487,7 @@ struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len,
 
 	if (mrl_av_check(av, addr, len))
 		return NULL;
-	len = addr_len(addr);
+	len = mrl_addr_len(addr);
 	peer = find_peer(av, addr);
 	if (!peer)
 		peer = learn_new(av, addr, len);
@@ -525,7 +520,7 @@ static void adopt_learned(struct mrl_av *av, struct mrl_peer *peer)
 
 static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 {
-	size_t len = addr_len(addr);
+	size_t len = mrl_addr_len(addr);
 	struct mrl_peer *peer;
 	int ret;
 
@@ -581,7 +576,7 @@ static int mrl_av_insert(struct fid_av *av_fid, const void *addr,
 		}
 		if (check_rails(av, kept_form(p + off, expanded)))
 			return -FI_EINVAL;
-		off += addr_len(p + off);
+		off += mrl_addr_len(p + off);
 	}
 	mrl_lock(av->domain);
 	for (i = 0, off = 0; i < count; i++) {
@@ -589,7 +584,7 @@ static int mrl_av_insert(struct fid_av *av_fid, const void *addr,
 				 fi_addr ? &fi_addr[i] : &dummy);
 		if (ret)
 			break;
-		off += addr_len(p + off);
+		off += mrl_addr_len(p + off);
 	}
 	mrl_unlock(av->domain);
 	return ret ? ret : (int) count;

@@ -159,15 +159,9 @@ static int mrl_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 
 /* ---- enable / name --------------------------------------------------------- */
 
-/* Rail r's core endpoint; r == nrails: the control endpoint. */
-static struct fid_ep *name_ep(const struct mrl_ep *ep, int r)
-{
-	return r < ep->nrails ? ep->rails[r].ep : ep->ctrl_ep;
-}
-
 static int build_name(struct mrl_ep *ep)
 {
-	int naddrs = ep->nrails + !!ep->ctrl_ep, r, ret;
+	int naddrs = mrl_ep_ncore(ep), r, ret;
 	bool string = ep->domain->rails[0].info->addr_format == FI_ADDR_STR;
 	struct mrl_addr_hdr *hdr;
 	size_t alen = 0, len;
@@ -181,7 +175,7 @@ static int build_name(struct mrl_ep *ep)
 	 */
 	for (r = 0; r < naddrs; r++) {
 		len = sizeof(buf);
-		ret = fi_getname(&name_ep(ep, r)->fid, buf, &len);
+		ret = fi_getname(&mrl_ep_core(ep, r)->fid, buf, &len);
 		if (ret)
 			return ret;
 		if (r && len != alen && !string) {
@@ -206,7 +200,7 @@ static int build_name(struct mrl_ep *ep)
 	hdr->rail_addrlen = alen;
 	for (r = 0; r < naddrs; r++) {
 		len = alen;
-		fi_getname(&name_ep(ep, r)->fid,
+		fi_getname(&mrl_ep_core(ep, r)->fid,
 			   (char *) (hdr + 1) + r * alen, &len);
 	}
 	return 0;

@@ -85,17 +85,6 @@ static enum opt_scope opt_scope(const struct mrl_ep *ep, int name,
 	}
 }
 
-/* Core endpoint i of the endpoint's: the rails', then the control one. */
-static int ncore_eps(const struct mrl_ep *ep)
-{
-	return ep->nrails + !!ep->ctrl_ep;
-}
-
-static struct fid_ep *core_ep(const struct mrl_ep *ep, int i)
-{
-	return i < ep->nrails ? ep->rails[i].ep : ep->ctrl_ep;
-}
-
 /*
  * Our control messages leave from rail 0's endpoint too (untagged where
  * the core has no FI_TAGGED, else tagged, as on every rail): a size limit
@@ -136,10 +125,10 @@ static int set_every_rail(struct mrl_ep *ep, int name, const void *val,
 {
 	uint8_t old[MRL_MAX_RAILS + 1][OPT_SAVE_MAX];
 	size_t oldlen[MRL_MAX_RAILS + 1];
-	int n = ncore_eps(ep), i, j, ret = 0;
+	int n = mrl_ep_ncore(ep), i, j, ret = 0;
 
 	for (i = 0; i < n; i++) {
-		fid_t core = &core_ep(ep, i)->fid;
+		fid_t core = &mrl_ep_core(ep, i)->fid;
 
 		oldlen[i] = sizeof(old[i]);
 		if (len > sizeof(old[i]) ||
@@ -160,7 +149,7 @@ static int set_every_rail(struct mrl_ep *ep, int name, const void *val,
 			 "endpoint option %d (%s) that rail 0 took: set on no "
 			 "rail\n", name, fi_strerror(-ret));
 	for (j = 0; j < i; j++) {
-		if (oldlen[j] && !fi_setopt(&core_ep(ep, j)->fid,
+		if (oldlen[j] && !fi_setopt(&mrl_ep_core(ep, j)->fid,
 					    FI_OPT_ENDPOINT, name, old[j],
 					    oldlen[j]))
 			continue;
@@ -223,9 +212,9 @@ static int get_combined(struct mrl_ep *ep, int name, bool *val)
 	size_t len;
 	int i, ret;
 
-	for (i = 1; i < ncore_eps(ep) && *val == promise; i++) {
+	for (i = 1; i < mrl_ep_ncore(ep) && *val == promise; i++) {
 		len = sizeof(one);
-		ret = fi_getopt(&core_ep(ep, i)->fid, FI_OPT_ENDPOINT, name,
+		ret = fi_getopt(&mrl_ep_core(ep, i)->fid, FI_OPT_ENDPOINT, name,
 				&one, &len);
 		if (ret)
 			return ret;

@@ -55,10 +55,7 @@ int mrl_addr_check(const void *addr, size_t len)
 		return -1;
 	if (hdr->flags & MRL_ADDR_CTRL_DELTA)
 		return delta_check(hdr, len);
-	if (len < mrl_addr_size(hdr->nrails + !!(hdr->flags & MRL_ADDR_CTRL),
-				hdr->rail_addrlen))
-		return -1;
-	return 0;
+	return len < mrl_addr_len(addr) ? -1 : 0;
 }
 
 size_t mrl_addr_len(const void *addr)
