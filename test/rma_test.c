@@ -906,6 +906,11 @@ static void target_writedata(const struct plan *p)
 			die("CQ entry without FI_REMOTE_CQ_DATA (flags 0x%lx, "
 			    "context %p)", (unsigned long) e.flags,
 			    e.op_context);
+		/* fi_cq(3): the whole write's length (aws-ofi-nccl adds
+		 * them up); 0 where the core gives none (1.17's rxm) */
+		if (e.len != p->size && e.len)
+			die("writedata's CQ entry: len %zu, expected %zu",
+			    e.len, p->size);
 		{
 			uint64_t i = (e.data - p->seed) & data_mask;
 
@@ -1969,6 +1974,9 @@ static void stream_take_cq(int op, uint32_t count, size_t size, uint64_t seed,
 		return;
 	if (op != 2 || !(e.flags & FI_REMOTE_CQ_DATA))
 		die("stream: unexpected CQ entry");
+	if (e.len != size && e.len)
+		die("stream: writedata's CQ entry: len %zu, expected %zu",
+		    e.len, size);
 	i = (uint32_t) (e.data >> 8);
 	s = (uint32_t) (e.data & 0xff);
 	if (i >= count || seen[i])

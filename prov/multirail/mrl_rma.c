@@ -6,10 +6,14 @@
  * chunks, with the core's own semantics.  A message the user sends next
  * goes on rail 0 and could overtake chunks still travelling on the other
  * rails: mrl_fence.c makes such a send wait until those rails are flushed.
- * For fi_writedata, the engine holds back a final chunk carrying the
- * CQ data until every other chunk completed, and those are all posted with
- * FI_DELIVERY_COMPLETE: so the target's CQ entry, raised by the final
- * chunk, cannot appear before any byte of the op has landed.
+ * An fi_writedata goes whole on one rail wherever the core takes it in
+ * one write (mrl_sched_data_chunk): the target's CQ entry is the core's,
+ * with the whole length.  One that must be cut (longer than the core's
+ * max_msg_size, or several iovs over a core whose RMA takes one) has the
+ * engine hold back a final chunk carrying the CQ data until every other
+ * chunk completed, and those are all posted with FI_DELIVERY_COMPLETE: so
+ * the target's CQ entry, raised by the final chunk, cannot appear before
+ * any byte of the op has landed (its len is the final chunk's).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -535,6 +539,8 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	rails = op_rails(ep, peer, slot, a, remote_near);
 	rails = mrl_sched_rails(sched, rails, a->len, ep->engine.busy,
 				&ep->rr_next, &chunk) & mask_of(nrails);
+	if (a->kind == MRL_OP_WRITE && (req->op.flags & FI_REMOTE_CQ_DATA))
+		chunk = mrl_sched_data_chunk(sched, a->len, chunk);
 	if (!rails && !peer->rails_down)
 		rails = 1u;	/* rail 0's key until the others are known */
 	mrl_op_prepare(&ep->engine, &req->op, rails, chunk);

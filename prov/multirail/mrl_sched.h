@@ -75,6 +75,22 @@ static inline uint32_t mrl_sched_rails(const struct mrl_sched_params *p,
 }
 
 /*
+ * A write carrying remote CQ data goes whole, on one rail, wherever the
+ * core takes it in one write (within max_chunk): the target's CQ entry is
+ * then the core's own, with the whole write's length as fi_cq(3) gives it
+ * (aws-ofi-nccl adds those lengths up), raised once.  Cut, the entry
+ * would come from the final chunk and carry that chunk's length.  Such
+ * writes still spread over the rails, a whole write each.
+ */
+static inline size_t mrl_sched_data_chunk(const struct mrl_sched_params *p,
+					  size_t len, size_t chunk)
+{
+	if (len <= p->max_chunk && len > chunk)
+		return len;
+	return chunk;
+}
+
+/*
  * The rule for device memory, from the host's.  Where the core moves it
  * with one GPU copy per operation (copy_engine: shm's CUDA IPC copy by the
  * peer), a chunk costs a copy's launch and every rail shares one copy

@@ -76,6 +76,18 @@ struct emu_opts {
 	size_t max_tagged;
 };
 
+/*
+ * A write's CQ data on the core: efa's 32 bits, and above them the whole
+ * write's length, which the target reports as efa does (the core writes in
+ * halves, and would report the half's).
+ */
+static inline uint64_t emu_wire_data(uint64_t data, size_t len)
+{
+	if (len > 0xffffffffu)
+		len = 0xffffffffu;
+	return (data & 0xffffffffu) | (uint64_t) len << 32;
+}
+
 extern struct fi_provider emu_prov;
 
 #define EMU_WARN(subsys, ...)	FI_WARN(&emu_prov, subsys, __VA_ARGS__)

@@ -72,11 +72,14 @@ static void core_entry(struct emu_cq *cq, const struct fi_cq_tagged_entry *e,
 		emu_req_done(req, e, src);
 		return;
 	}
-	/* No context: a peer's write with CQ data (only 32 bits travel). */
+	/* No context: a peer's write with CQ data (32 bits, and the whole
+	 * write's length: emu_wire_data) */
 	c = new_comp(src);
 	if (!c)
 		return;
 	c->e = *e;
+	if (e->flags & FI_REMOTE_CQ_DATA)
+		c->e.len = e->data >> 32;
 	c->e.data &= 0xffffffffu;
 	emu_cq_push(cq, c);
 }

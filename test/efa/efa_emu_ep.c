@@ -637,7 +637,7 @@ static ssize_t post_part(struct emu_rma *r, size_t off, size_t len,
 	struct fi_msg_rma m = {
 		.msg_iov = iov, .desc = desc, .rma_iov = &rma,
 		.rma_iov_count = 1, .addr = r->addr, .context = r->req,
-		.data = r->data,
+		.data = emu_wire_data(r->data, iov_len(r->iov, r->count)),
 	};
 	uint64_t flags = FI_COMPLETION;
 
@@ -945,8 +945,8 @@ static ssize_t inject_rma(struct fid_ep *fid, const void *buf, size_t len,
 				   data_too ? FI_REMOTE_CQ_DATA : 0, NULL);
 	} else
 		ret = data_too ? fi_inject_writedata(ep->core, buf, len,
-						     data & 0xffffffffu, dest,
-						     addr, key) :
+						     emu_wire_data(data, len),
+						     dest, addr, key) :
 				 fi_inject_write(ep->core, buf, len, dest, addr,
 						 key);
 	if (ret == -FI_EAGAIN)
