@@ -18,6 +18,10 @@
  *            hands out rail 0's address alone, and the control
  *            endpoint's as its difference where the whole does not fit)
  *            [-E VAR=VALUE] (the target's environment only)
+ *            [-I] (writedata: fi_writemsg of two iovs)
+ *            (the target checks a writedata's CQ entry for the whole
+ *            write's len; with -I and RMA_WDATA_CUT set, for a core
+ *            whose RMA takes one local iov, the final chunk's)
  *            [-L mask] (the rails, as a hex mask, that must carry RMA
  *            bytes; every other rail must carry none)
  *            [-F] (write, writev: the writes' completion is announced by
@@ -228,6 +232,7 @@ static size_t check_poison(const char *p, size_t len)
 static int compact_name;	/* -C: fi_getname into FI_NAME_MAX bytes */
 static int want_atomics;	/* -o atomic */
 static int flag_mode;		/* -F */
+static int wdata_iovs;		/* -I: writedata of two iovs */
 /* -Q: the initiator's CQ format (the target's is FI_CQ_FORMAT_DATA) */
 static enum fi_cq_format init_format = FI_CQ_FORMAT_DATA;
 static unsigned long expect_rails;	/* -L */
@@ -463,6 +468,43 @@ static const char *op_name[] = { "write", "writev", "writedata", "read",
 #define OP_INJECT	5	/* fi_inject_writedata of inject_size or less */
 #define ATOMIC_N	8	/* uint64 elements the atomics work on */
 
+/* -I: the first iov's share of a writedata of size bytes */
+static size_t first_iov_len(size_t size)
+{
+	return size / 2;
+}
+
+/*
+ * The len a writedata's target entry must give: the whole write's; with
+ * -I over a core whose RMA takes one local iov (RMA_WDATA_CUT=1), where
+ * multirail must cut it, the final chunk's: at most 4096 bytes
+ * (MRL_CHUNK_ALIGN) of the second iov.
+ */
+static size_t wdata_len(size_t size)
+{
+	size_t last = size - first_iov_len(size);
+
+	if (!wdata_iovs || !getenv("RMA_WDATA_CUT") || !first_iov_len(size))
+		return size;
+	return last < 4096 ? last : 4096;
+}
+
+static ssize_t writedata_2iov(char *local, size_t size, void *desc,
+			      uint64_t data, uint64_t raddr, void *context)
+{
+	size_t h = first_iov_len(size);
+	struct iovec iov[2] = { { local, h }, { local + h, size - h } };
+	void *d[2] = { desc, desc };
+	struct fi_rma_iov rma = { raddr, size, peer_key };
+	struct fi_msg_rma m = {
+		.msg_iov = iov, .desc = d, .iov_count = 2, .addr = peer,
+		.rma_iov = &rma, .rma_iov_count = 1, .context = context,
+		.data = data,
+	};
+
+	return fi_writemsg(ep, &m, FI_REMOTE_CQ_DATA | FI_COMPLETION);
+}
+
 static size_t slot(const struct plan *p)
 {
 	return (p->size + p->offset + 63) & ~(size_t) 63;
@@ -638,7 +680,11 @@ static void initiator_case(const struct plan *p)
 				break;
 			}
 			case 2:
-				r = fi_writedata(ep, local, p->size, desc,
+				r = wdata_iovs ?
+				    writedata_2iov(local, p->size, desc,
+						   cq_data(p, i), raddr,
+						   &seen[i]) :
+				    fi_writedata(ep, local, p->size, desc,
 						 cq_data(p, i), peer, raddr,
 						 peer_key, &seen[i]);
 				break;
@@ -908,9 +954,9 @@ static void target_writedata(const struct plan *p)
 			    e.op_context);
 		/* fi_cq(3): the whole write's length (aws-ofi-nccl adds
 		 * them up); 0 where the core gives none (1.17's rxm) */
-		if (e.len != p->size && e.len)
+		if (e.len != wdata_len(p->size) && e.len)
 			die("writedata's CQ entry: len %zu, expected %zu",
-			    e.len, p->size);
+			    e.len, wdata_len(p->size));
 		{
 			uint64_t i = (e.data - p->seed) & data_mask;
 
@@ -1974,9 +2020,9 @@ static void stream_take_cq(int op, uint32_t count, size_t size, uint64_t seed,
 		return;
 	if (op != 2 || !(e.flags & FI_REMOTE_CQ_DATA))
 		die("stream: unexpected CQ entry");
-	if (e.len != size && e.len)
+	if (e.len != wdata_len(size) && e.len)
 		die("stream: writedata's CQ entry: len %zu, expected %zu",
-		    e.len, size);
+		    e.len, wdata_len(size));
 	i = (uint32_t) (e.data >> 8);
 	s = (uint32_t) (e.data & 0xff);
 	if (i >= count || seen[i])
@@ -2130,7 +2176,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:KX:Y:G:Z:Q:TDBVMJ:")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:IKX:Y:G:Z:Q:TDBVMJ:")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -2174,6 +2220,9 @@ int main(int argc, char **argv)
 			break;
 		case 'F':
 			flag_mode = 1;
+			break;
+		case 'I':
+			wdata_iovs = 1;
 			break;
 		case 'K':
 			peer_death = 1;
