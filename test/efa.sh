@@ -44,6 +44,10 @@ FI_MULTIRAIL_STRIPE_MIN=2048 FI_MULTIRAIL_CHUNK_SIZE=4096 \
 FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm FI_MULTIRAIL_STRIPE_MIN=2048 \
 	FI_MULTIRAIL_CHUNK_SIZE=4096 RMA_WDATA_CUT=1 \
 	rma -I -o writedata -S 1048576 -W 8
+# and every writedata cut, as FI_MULTIRAIL_WRITEDATA_STRIPE=1 asks
+FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm FI_MULTIRAIL_STRIPE_MIN=2048 \
+	FI_MULTIRAIL_CHUNK_SIZE=4096 FI_MULTIRAIL_WRITEDATA_STRIPE=1 \
+	RMA_WDATA_CUT=1 rma -o writedata -S 1048576 -W 8 -A
 # names cut to FI_NAME_MAX (rail 0 and, over efa-direct, the control
 # endpoint): the rest learned in a HELLO, then every rail carries bytes
 rma -o write -S 4194304 -W 4 -C -A

@@ -19,6 +19,9 @@ for rails in lo lo,lo lo,lo,lo,lo; do
 		FI_MULTIRAIL_CHUNK_SIZE=4096 run -o all -S 4194304 -W 4 $all
 done
 FI_MULTIRAIL_RAILS=lo,lo run -R -o all -S 1048576 -W 4
+# writedata of two iovs, whole on one rail: the target's entry has the
+# whole length (where the core gives one: not 1.17's rxm)
+FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -I -o writedata -S 4194304 -W 8
 # completions written straight into the reader's buffer, in each CQ format,
 # read a random number at a time (the ring takes what does not fit there)
 for f in context msg data tagged; do

@@ -20,8 +20,8 @@
  *            [-E VAR=VALUE] (the target's environment only)
  *            [-I] (writedata: fi_writemsg of two iovs)
  *            (the target checks a writedata's CQ entry for the whole
- *            write's len; with -I and RMA_WDATA_CUT set, for a core
- *            whose RMA takes one local iov, the final chunk's)
+ *            write's len; with RMA_WDATA_CUT set, where multirail cuts
+ *            writedata, also the final chunk's: see wdata_len_ok)
  *            [-L mask] (the rails, as a hex mask, that must carry RMA
  *            bytes; every other rail must carry none)
  *            [-F] (write, writev: the writes' completion is announced by
@@ -475,18 +475,21 @@ static size_t first_iov_len(size_t size)
 }
 
 /*
- * The len a writedata's target entry must give: the whole write's; with
- * -I over a core whose RMA takes one local iov (RMA_WDATA_CUT=1), where
- * multirail must cut it, the final chunk's: at most 4096 bytes
- * (MRL_CHUNK_ALIGN) of the second iov.
+ * Whether len is what a writedata's target entry of size bytes must give:
+ * the whole write's (fi_cq(3); aws-ofi-nccl adds them up), or 0 where the
+ * core gives none (1.17's rxm).  With RMA_WDATA_CUT set, where multirail
+ * cuts a writedata (-I over a core whose RMA takes one local iov, or
+ * FI_MULTIRAIL_WRITEDATA_STRIPE=1), the final chunk's may stand for it:
+ * at most 4096 bytes (MRL_CHUNK_ALIGN), of the last iov.
  */
-static size_t wdata_len(size_t size)
+static int wdata_len_ok(size_t len, size_t size)
 {
-	size_t last = size - first_iov_len(size);
+	size_t last = wdata_iovs && first_iov_len(size) ?
+		      size - first_iov_len(size) : size;
 
-	if (!wdata_iovs || !getenv("RMA_WDATA_CUT") || !first_iov_len(size))
-		return size;
-	return last < 4096 ? last : 4096;
+	if (len == size || !len)
+		return 1;
+	return getenv("RMA_WDATA_CUT") && len <= 4096 && len <= last;
 }
 
 static ssize_t writedata_2iov(char *local, size_t size, void *desc,
@@ -952,11 +955,9 @@ static void target_writedata(const struct plan *p)
 			die("CQ entry without FI_REMOTE_CQ_DATA (flags 0x%lx, "
 			    "context %p)", (unsigned long) e.flags,
 			    e.op_context);
-		/* fi_cq(3): the whole write's length (aws-ofi-nccl adds
-		 * them up); 0 where the core gives none (1.17's rxm) */
-		if (e.len != wdata_len(p->size) && e.len)
+		if (!wdata_len_ok(e.len, p->size))
 			die("writedata's CQ entry: len %zu, expected %zu",
-			    e.len, wdata_len(p->size));
+			    e.len, p->size);
 		{
 			uint64_t i = (e.data - p->seed) & data_mask;
 
@@ -2020,9 +2021,9 @@ static void stream_take_cq(int op, uint32_t count, size_t size, uint64_t seed,
 		return;
 	if (op != 2 || !(e.flags & FI_REMOTE_CQ_DATA))
 		die("stream: unexpected CQ entry");
-	if (e.len != wdata_len(size) && e.len)
+	if (!wdata_len_ok(e.len, size))
 		die("stream: writedata's CQ entry: len %zu, expected %zu",
-		    e.len, wdata_len(size));
+		    e.len, size);
 	i = (uint32_t) (e.data >> 8);
 	s = (uint32_t) (e.data & 0xff);
 	if (i >= count || seen[i])

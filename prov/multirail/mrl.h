@@ -75,6 +75,8 @@ struct mrl_params {
 	size_t stripe_min;
 	size_t hmem_chunk_size;	/* 0: by the core (mrl_rma_sched_init) */
 	size_t hmem_stripe_min;	/* 0: by the core */
+	int writedata_stripe;	/* cut a writedata as a write (its target
+				 * entry's len: the final chunk's) */
 	int rail_depth;		/* chunks in flight per rail */
 	size_t rail_bytes;	/* bytes in flight per rail */
 	int fill_ops;		/* small ops a rail takes before the next */

@@ -539,7 +539,8 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	rails = op_rails(ep, peer, slot, a, remote_near);
 	rails = mrl_sched_rails(sched, rails, a->len, ep->engine.busy,
 				&ep->rr_next, &chunk) & mask_of(nrails);
-	if (a->kind == MRL_OP_WRITE && (req->op.flags & FI_REMOTE_CQ_DATA))
+	if (a->kind == MRL_OP_WRITE && (req->op.flags & FI_REMOTE_CQ_DATA) &&
+	    !mrl_params.writedata_stripe)
 		chunk = mrl_sched_data_chunk(sched, a->len, chunk);
 	if (!rails && !peer->rails_down)
 		rails = 1u;	/* rail 0's key until the others are known */
