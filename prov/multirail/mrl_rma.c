@@ -8,9 +8,9 @@
  * rails: mrl_fence.c makes such a send wait until those rails are flushed.
  * An fi_writedata goes whole on one rail wherever the core takes it in
  * one write (mrl_sched_data_chunk): the target's CQ entry is the core's,
- * with the whole length.  One that must be cut (longer than the core's
- * max_msg_size, or several iovs over a core whose RMA takes one) has the
- * engine hold back a final chunk carrying the CQ data until every other
+ * with the whole length.  One that is cut (several iovs over a core whose
+ * RMA takes one local iov, or any under FI_MULTIRAIL_WRITEDATA_STRIPE) has
+ * the engine hold back a final chunk carrying the CQ data until every other
  * chunk completed, and those are all posted with FI_DELIVERY_COMPLETE: so
  * the target's CQ entry, raised by the final chunk, cannot appear before
  * any byte of the op has landed (its len is the final chunk's).
