@@ -131,6 +131,7 @@ static void test_data_whole(void)
 	struct mrl_sched_params p = {
 		.policy = MRL_POLICY_AUTO, .stripe_min = 64 * KiB,
 		.chunk_size = 256 * KiB, .max_chunk = 8 * MiB,
+		.data_whole = true,
 	};
 	static const struct {
 		size_t len, chunk, want;
@@ -156,6 +157,11 @@ static void test_data_whole(void)
 	check(rails == 0xf && got == 4 * MiB,
 	      "data: 4 MiB over 4 rails: 0x%x, chunk %zu (want 0xf, whole)",
 	      rails, got);
+	/* FI_MULTIRAIL_WRITEDATA_STRIPE=1: cut as a write is */
+	p.data_whole = false;
+	got = mrl_sched_data_chunk(&p, 4 * MiB, chunk);
+	check(got == chunk, "data, cut by choice: chunk %zu (want %zu)", got,
+	      chunk);
 }
 
 /* Delivery-complete and fences, chunk by chunk. */

@@ -126,6 +126,7 @@ void mrl_rma_sched_init(struct mrl_ep *ep)
 		.stripe_min = mrl_params.stripe_min,
 		.chunk_size = mrl_params.chunk_size,
 		.max_chunk = ep->domain->core_max_msg,
+		.data_whole = !mrl_params.writedata_stripe,
 	};
 	if (mrl_params.hmem_chunk_size &&
 	    mrl_params.hmem_chunk_size < MRL_CHUNK_ALIGN)
@@ -539,8 +540,7 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	rails = op_rails(ep, peer, slot, a, remote_near);
 	rails = mrl_sched_rails(sched, rails, a->len, ep->engine.busy,
 				&ep->rr_next, &chunk) & mask_of(nrails);
-	if (a->kind == MRL_OP_WRITE && (req->op.flags & FI_REMOTE_CQ_DATA) &&
-	    !mrl_params.writedata_stripe)
+	if (a->kind == MRL_OP_WRITE && (req->op.flags & FI_REMOTE_CQ_DATA))
 		chunk = mrl_sched_data_chunk(sched, a->len, chunk);
 	if (!rails && !peer->rails_down)
 		rails = 1u;	/* rail 0's key until the others are known */

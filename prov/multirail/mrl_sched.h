@@ -31,6 +31,8 @@ struct mrl_sched_params {
 	size_t chunk_size;	/* largest chunk of a striped op */
 	size_t max_chunk;	/* the core's max_msg_size */
 	bool unmetered;		/* no byte budget per rail, only its depth */
+	bool data_whole;	/* a write with CQ data goes whole where the
+				 * core takes it (mrl_sched_data_chunk) */
 };
 
 /*
@@ -80,12 +82,13 @@ static inline uint32_t mrl_sched_rails(const struct mrl_sched_params *p,
  * then the core's own, with the whole write's length as fi_cq(3) gives it
  * (aws-ofi-nccl adds those lengths up), raised once.  Cut, the entry
  * would come from the final chunk and carry that chunk's length.  Such
- * writes still spread over the rails, a whole write each.
+ * writes still spread over the rails, a whole write each.  Without
+ * data_whole (FI_MULTIRAIL_WRITEDATA_STRIPE=1) it is cut as a write is.
  */
 static inline size_t mrl_sched_data_chunk(const struct mrl_sched_params *p,
 					  size_t len, size_t chunk)
 {
-	if (len <= p->max_chunk && len > chunk)
+	if (p->data_whole && len <= p->max_chunk && len > chunk)
 		return len;
 	return chunk;
 }
