@@ -125,7 +125,9 @@ FI_MULTIRAIL_RAIL_TIMEOUT_MS=1000 rma -o write -X 16 -S 16777216 -W 8 -J 3000
 export FI_MULTIRAIL_FILL_OPS=1
 # A stall that begins under a send's fence (FAIL_START=fence), nothing else
 # on the rail: the fence counts as the rail's work, the rail goes out after
-# the deadline, the send waits for the fence, a probe brings the rail back.
+# the deadline, and the send goes on (over efa a completed write has
+# landed: nothing the fence covers can be lost); a probe brings the rail
+# back.
 FI_EFA_EMU_FAIL_NIC=82 FI_EFA_EMU_FAIL_AFTER=5 FI_EFA_EMU_FAIL_START=fence \
 	FI_EFA_EMU_FAIL_MS=1500 FI_EFA_EMU_FAIL_MODE=stall \
 	FI_MULTIRAIL_RAIL_TIMEOUT_MS=300 \

@@ -2,7 +2,10 @@
 # Rail failure on the emulated testbed (root and network namespaces; skipped
 # elsewhere): verified streams of delivery-complete writes and writedata
 # (rma_test -X: every byte checked, every op and CQ data exactly once)
-# while rail 3's link flaps, and while rail 2's link is down for 4 s.
+# while rail 3's link flaps, and while rail 2's link is down for 4 s; then
+# rounds of plain (transmit-complete) writes each announced by a send
+# (rma_test -P: the target checks every byte when the message arrives)
+# while the initiator's end of rail 1 goes down for 5 s, and for good.
 # The throughput while a rail is down is measured by
 # fabtests-ext/scripts/fi_multirail_failover (docs/reliability.md).
 export FI_PROVIDER_PATH="$(pwd)/.libs"
@@ -80,3 +83,52 @@ flowing write
 sleep 1
 link 2 down; sleep 4; link 2 up
 finish write
+
+# rounds NAME COUNT: rounds of 4 plain 16 MiB writes and a send, in the
+# background; they are under way once the log shows round 3
+rounds() {
+	FI_MULTIRAIL_RAIL_TIMEOUT_MS=1000 timeout 300 ./test/rma_test \
+		-N mrl_a,mrl_b -o write -S 16777216 -W 4 -P "$2" \
+		>"failover-$1.log" 2>&1 &
+	pid=$!
+	i=0
+	while [ $i -lt 100 ] && ! grep -q '^round 3 ' "failover-$1.log"; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+
+# after NAME: rounds whose send went after the fault (the ops after a loss
+# go on over the rails left)
+after() {
+	awk -v t="$fault" '$1 == "round" && $3 > t && $5 == "sent"' \
+		"failover-$1.log" | wc -l
+}
+
+# One end of a link down (a NIC or cable failing on one host): completed
+# writes may sit in that rail's socket.  The send after them must not
+# arrive before their bytes: it waits for the rail's flush, or fails with
+# -FI_EIO when the flush cannot answer within the deadline.
+echo "== plain writes and a send, rail 1's initiator end down for 5 s"
+rounds plain-5s 60
+fault=$(date +%s.%N)
+ip -n mrl_a link set vA1 down; sleep 5; ip -n mrl_a link set vA1 up
+finish plain-5s
+grep -E '^rounds:' "failover-plain-5s.log"
+
+echo "== plain writes and a send, rail 1's initiator end down for good"
+# the stuck chunks come back when tcp gives up their connection
+# (tcp_retries2=5: about 14-25 s instead of many minutes)
+for ns in mrl_a mrl_b; do
+	ip netns exec $ns sysctl -qw net.ipv4.tcp_retries2=5
+done
+rounds plain-down 60
+fault=$(date +%s.%N)
+ip -n mrl_a link set vA1 down
+finish plain-down
+ip -n mrl_a link set vA1 up
+grep -E '^rounds:' "failover-plain-down.log"
+if [ "$(after plain-down)" -lt 10 ]; then
+	echo "FAIL: fewer than 10 rounds sent after rail 1 went down"
+	exit 1
+fi

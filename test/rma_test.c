@@ -80,6 +80,13 @@
  *            FI_SELECTIVE_COMPLETION: even ops fi_write (fi_read),
  *            odd ones fi_writemsg (fi_readmsg) with FI_COMPLETION, and
  *            the CQ must hold exactly the odd ones; every entry once)
+ *            [-P rounds] (-o write: rounds of -W plain, transmit-
+ *            complete writes of -S bytes, then a 4-byte fi_send saying
+ *            "done"; the target checks every byte of the round when that
+ *            message arrives, its buffer poisoned before each round.  A
+ *            send may fail (a rail lost completed writes); then its
+ *            message must never arrive.  Prints each round's outcome
+ *            and the writes' time, wall-clock stamped)
  *            [-K] (the target is killed with SIGKILL after one op: every
  *            write posted before and after must complete, with an error
  *            once the death is seen, or be refused, within a bound)
@@ -2070,6 +2077,265 @@ static void stream_target(int op, uint32_t count, size_t size, uint64_t seed)
 	free(seen);
 }
 
+
+/* ---- -P: rounds of plain writes, each announced by a send ---------------- */
+
+/*
+ * What an application does: W transmit-complete writes (the default), wait
+ * for their completions, then a send saying "done"; the target checks every
+ * byte when that send's message arrives.  A rail that fails may lose bytes
+ * of writes that already completed; then the send must fail, not arrive.
+ */
+struct round_msg {
+	uint32_t round;
+	int32_t status;			/* ROUND_* (initiator), or ready */
+	uint64_t bad;
+};
+
+enum { ROUND_SENT, ROUND_SEND_FAILED, ROUND_WRITE_FAILED, ROUND_READY,
+       ROUND_END };
+
+#define ROUND_TIMEOUT_S	120		/* one round's ops, at most */
+
+static uint32_t rounds_count;		/* -P */
+
+static uint64_t round_seed(uint64_t seed, uint32_t round, int k, int window)
+{
+	return seed + (uint64_t) round * (uint64_t) window + (uint64_t) k;
+}
+
+/*
+ * Initiator: read the CQ once; done[k] = 1 for ctx[k]'s success, 2 for its
+ * error; the send's context is sctx (its slot: window).  Returns entries.
+ */
+static int round_reap(char *ctx, char *done, int window)
+{
+	struct fi_cq_data_entry e[16];	/* -Q is not taken with -P */
+	struct fi_cq_err_entry err;
+	ssize_t n, i;
+	char *c;
+
+	n = fi_cq_read(cq, e, 16);
+	if (n == -FI_EAVAIL) {
+		memset(&err, 0, sizeof(err));
+		if (fi_cq_readerr(cq, &err, 0) != 1)
+			die("rounds: fi_cq_readerr");
+		c = err.op_context;
+		if (c == &sctx)
+			done[window] = 2;
+		else if (c >= ctx && c < ctx + window)
+			done[c - ctx] = 2;
+		else
+			die("rounds: an error for no op of ours");
+		printf("rounds: %s failed: %s\n", c == &sctx ? "the send" :
+		       "a write", fi_strerror(err.err));
+		return 1;
+	}
+	if (n == -FI_EAGAIN)
+		return 0;
+	if (n < 0)
+		die("rounds: fi_cq_read %zd", n);
+	for (i = 0; i < n; i++) {
+		c = e[i].op_context;
+		if (c == &sctx)
+			done[window] = 1;
+		else if (c >= ctx && c < ctx + window && !done[c - ctx])
+			done[c - ctx] = 1;
+		else if (c >= ctx && c < ctx + window)
+			die("rounds: write %d completed twice (%s first)",
+			    (int) (c - ctx), done[c - ctx] == 1 ? "success" :
+			    "an error");
+		else
+			die("rounds: a completion for no op in flight");
+	}
+	return (int) n;
+}
+
+static int round_all_done(const char *done, int n)
+{
+	int k;
+
+	for (k = 0; k < n; k++)
+		if (!done[k])
+			return 0;
+	return 1;
+}
+
+static int round_any_failed(const char *done, int n)
+{
+	int k;
+
+	for (k = 0; k < n; k++)
+		if (done[k] == 2)
+			return 1;
+	return 0;
+}
+
+/* Initiator: one round; returns its status, *secs the writes' time. */
+static int round_run(uint32_t round, size_t size, int window, uint64_t seed,
+		     char *ctx, char *done, double *secs)
+{
+	double start = now(), end = start + ROUND_TIMEOUT_S;
+	uint32_t word = round;
+	int k = 0;
+	ssize_t r;
+
+	memset(done, 0, (size_t) window + 1);
+	while (k < window) {
+		char *local = buf + (size_t) k * stream_slot;
+
+		stream_fill(local, size, round_seed(seed, round, k, window));
+		r = fi_write(ep, local, size, fi_mr_desc(mr), peer,
+			     peer_addr + (uint64_t) k * stream_slot, peer_key,
+			     &ctx[k]);
+		if (r == -FI_EAGAIN) {
+			round_reap(ctx, done, window);
+			if (now() > end)
+				die("rounds: round %u: a write refused for "
+				    "%d s", round, ROUND_TIMEOUT_S);
+			continue;
+		}
+		if (r)
+			done[k] = 2;	/* refused at once: a failed op */
+		k++;
+	}
+	while (!round_all_done(done, window)) {
+		round_reap(ctx, done, window);
+		if (now() > end)
+			die("rounds: round %u: writes not completed in %d s",
+			    round, ROUND_TIMEOUT_S);
+	}
+	*secs = now() - start;
+	if (round_any_failed(done, window))
+		return ROUND_WRITE_FAILED;
+	memcpy(cbuf, &word, sizeof(word));
+	do {
+		r = fi_send(ep, cbuf, sizeof(word), fi_mr_desc(cmr), peer,
+			    &sctx);
+		if (r == -FI_EAGAIN) {
+			round_reap(ctx, done, window);
+			if (now() > end)
+				die("rounds: round %u: the send refused for "
+				    "%d s", round, ROUND_TIMEOUT_S);
+		}
+	} while (r == -FI_EAGAIN);
+	if (r) {
+		printf("rounds: round %u: the send failed at once: %s\n",
+		       round, fi_strerror((int) -r));
+		return ROUND_SEND_FAILED;
+	}
+	while (!done[window]) {
+		round_reap(ctx, done, window);
+		if (now() > end)
+			die("rounds: round %u: the send not completed in %d s",
+			    round, ROUND_TIMEOUT_S);
+	}
+	return done[window] == 1 ? ROUND_SENT : ROUND_SEND_FAILED;
+}
+
+static void rounds_initiator(uint32_t count, size_t size, int window,
+			     uint64_t seed)
+{
+	char *ctx = calloc((size_t) window, 1), *done = calloc(
+		(size_t) window + 1, 1);
+	uint32_t n[ROUND_READY] = { 0 }, round;
+	struct fi_multirail_ep_stats st = { 0 };
+	struct round_msg m;
+	double secs, worst = 0;
+
+	for (round = 0; round < count; round++) {
+		xrecv(&m, sizeof(m));
+		if (m.status != ROUND_READY || m.round != round)
+			die("rounds: the target is not at round %u", round);
+		m.status = round_run(round, size, window, seed, ctx, done,
+				     &secs);
+		n[m.status]++;
+		if (secs > worst)
+			worst = secs;
+		printf("round %u %.3f %.2f %s\n", round, wall(), secs,
+		       m.status == ROUND_SENT ? "sent" :
+		       m.status == ROUND_SEND_FAILED ? "send-failed" :
+		       "write-failed");
+		fflush(stdout);
+		m.round = round;
+		xsend(&m, sizeof(m));
+	}
+	m = (struct round_msg) { count, ROUND_END, 0 };
+	xsend(&m, sizeof(m));
+	xrecv(&m, sizeof(m));
+	if (mrl_ops)
+		mrl_ops->ep_stats(ep, &st, sizeof(st));
+	printf("rounds: %u of %u ops each, %zu bytes: %u sent and checked, "
+	       "%u sends failed, %u with a write failed; slowest writes "
+	       "%.2f s; lost_sends %lu\n", count, window, size, n[ROUND_SENT],
+	       n[ROUND_SEND_FAILED], n[ROUND_WRITE_FAILED], worst,
+	       (unsigned long) st.lost_sends);
+	free(ctx);
+	free(done);
+}
+
+/* Target: the message of round r, if it came; its writes checked now. */
+static int round_take_msg(uint32_t round, size_t size, int window,
+			  uint64_t seed)
+{
+	struct fi_cq_data_entry e;
+	uint32_t got;
+	uint64_t bad = 0;
+	int k;
+	ssize_t n = fi_cq_read(cq, &e, 1);
+
+	if (n == -FI_EAGAIN)
+		return 0;
+	if (n != 1)
+		die("rounds: target fi_cq_read %zd", n);
+	if (!(e.flags & FI_RECV) || e.op_context != &rctx)
+		die("rounds: an unexpected CQ entry at the target");
+	memcpy(&got, cbuf, sizeof(got));
+	if (got != round)
+		die("rounds: the message of round %u came in round %u", got,
+		    round);
+	for (k = 0; k < window; k++)
+		bad += stream_check(buf + (size_t) k * stream_slot, size,
+				    round_seed(seed, round, k, window));
+	if (bad)
+		die("rounds: round %u: the message arrived with %lu words of "
+		    "its completed writes wrong", round, (unsigned long) bad);
+	CHK(fi_recv(ep, cbuf, sizeof(cbuf), fi_mr_desc(cmr), peer, &rctx));
+	return 1;
+}
+
+static void rounds_target(size_t size, int window, uint64_t seed)
+{
+	struct round_msg m;
+	uint32_t round = 0;
+	int got = 0;
+	double end;
+
+	CHK(fi_recv(ep, cbuf, sizeof(cbuf), fi_mr_desc(cmr), peer, &rctx));
+	for (;;) {
+		memset(buf, POISON, stream_slot * (size_t) window);
+		m = (struct round_msg) { round, ROUND_READY, 0 };
+		xsend(&m, sizeof(m));
+		got = 0;
+		while (!oob_ready())
+			got |= round_take_msg(round, size, window, seed);
+		xrecv(&m, sizeof(m));
+		if (m.status == ROUND_END)
+			break;
+		end = now() + TIMEOUT_S;
+		while (m.status == ROUND_SENT && !got && now() < end)
+			got |= round_take_msg(round, size, window, seed);
+		if (m.status == ROUND_SENT && !got)
+			die("rounds: round %u: the send completed and its "
+			    "message never came", round);
+		if (m.status != ROUND_SENT && got)
+			die("rounds: round %u: a message came for a send that "
+			    "failed", round);
+		round++;
+	}
+	xsend(&m, sizeof(m));
+}
+
 /*
  * -K: 16 writes in flight, the target killed, 16 more, then 16 more after
  * the first error completion.  Every op must come back exactly once within
@@ -2177,7 +2443,7 @@ int main(int argc, char **argv)
 	size_t max_size = 64 << 20;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:IKX:Y:G:Z:Q:TDBVMJ:")) != -1) {
+	while ((c = getopt(argc, argv, "o:S:W:Rn:AN:CE:L:FH:IKX:Y:G:Z:Q:TDBVMJ:P:")) != -1) {
 		switch (c) {
 		case 'o':
 			nops = 1;
@@ -2234,6 +2500,9 @@ int main(int argc, char **argv)
 		case 'Y':
 			turns_count = strtoul(optarg, NULL, 0);
 			break;
+		case 'P':
+			rounds_count = strtoul(optarg, NULL, 0);
+			break;
 		case 'G':
 			key_regions = strtoul(optarg, NULL, 0);
 			break;
@@ -2281,7 +2550,7 @@ int main(int argc, char **argv)
 				die("-L wants a non-zero hex mask");
 			break;
 		default:
-			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions [-V|-M]] [-B] [-D] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T] [-J ms]");
+			die("usage: rma_test [-o op] [-S max] [-W win] [-R] [-n it] [-A] [-N ns_init,ns_target] [-C] [-E VAR=VALUE] [-L mask] [-F] [-H rail[:rejoin][:fence][:refused]] [-K] [-X count] [-Y count [-G regions [-V|-M]] [-B] [-D] [-Z c|s|cs]] [-Q context|msg|data|tagged] [-T] [-J ms] [-P rounds]");
 		}
 	}
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
@@ -2289,6 +2558,13 @@ int main(int argc, char **argv)
 	if (stream_count) {
 		if (nops != 1 || (ops[0] != 0 && ops[0] != 2) || window > 256)
 			die("-X streams -o write or -o writedata, -W 256 at most");
+		stream_slot = (max_size + 63) & ~(size_t) 63;
+		buf_size = stream_slot * window;
+	}
+	if (rounds_count) {
+		if (nops != 1 || ops[0] != 0 || window > 256 || stream_count ||
+		    init_format != FI_CQ_FORMAT_DATA)
+			die("-P rounds: -o write, -W 256 at most, not -X or -Q");
 		stream_slot = (max_size + 63) & ~(size_t) 63;
 		buf_size = stream_slot * window;
 	}
@@ -2328,6 +2604,24 @@ int main(int argc, char **argv)
 	alarm(600);
 	setup(raw);
 	exchange_keys(raw);
+	if (rounds_count) {
+		if (pid) {
+			stream_seed = (uint64_t) rand() << 8 | 1;
+			xsend(&stream_seed, sizeof(stream_seed));
+			rounds_initiator(rounds_count, max_size, window,
+					 stream_seed);
+		} else {
+			xrecv(&stream_seed, sizeof(stream_seed));
+			rounds_target(max_size, window, stream_seed);
+		}
+		teardown();
+		if (pid && (waitpid(pid, &status, 0) != pid ||
+			    !WIFEXITED(status) || WEXITSTATUS(status)))
+			die("target failed");
+		if (pid)
+			printf("PASS\n");
+		return 0;
+	}
 	if (turns_count || stream_count) {	/* -Y, -X: one seed, one run */
 		if (pid) {
 			stream_seed = (uint64_t) rand() << 8 | 1;

@@ -57,6 +57,11 @@ struct fi_multirail_ep_stats {
 	 * other rails are not known yet, device memory, delivery complete,
 	 * a core's refusal, no room); the rest took the fast path */
 	uint64_t rma_general;
+	/* sends (messages, injects, ops on rail 0) that failed with
+	 * -FI_EIO because writes before them completed on a rail that then
+	 * failed before they were seen to land; each such loss also counts
+	 * in that rail's errors */
+	uint64_t lost_sends;
 };
 
 struct fi_multirail_ep_ops {

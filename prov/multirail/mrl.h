@@ -191,6 +191,9 @@ struct mrl_domain {
 					 * (FI_SOURCE): control claims checked */
 	bool rma_one_iov;		/* one local iov per core RMA */
 	bool fence_by_read;		/* flush a rail by reading (shm) */
+	bool acked_writes;		/* a write completes once the peer has
+					 * it (efa): a failed rail loses none
+					 * that completed */
 	uint32_t key_gen;
 	pthread_mutex_t lock;
 	bool locking;			/* false under FI_THREAD_DOMAIN */
@@ -280,6 +283,17 @@ struct mrl_peer_fence {
 	struct mrl_ep *owner;
 	uint32_t dirty;			/* rails written since their last fence */
 	uint32_t inflight;		/* rails with a fence posted */
+	/*
+	 * A rail that went out of service for the peer with writes not yet
+	 * flushed is suspect: the next send's fence there decides whether
+	 * they landed.  One that cannot say so within the deadline (a fence
+	 * failed, stuck or refused) has lost them: the next send to the peer
+	 * fails instead of arriving before bytes that may never come.
+	 */
+	uint32_t suspect;
+	uint32_t lost;
+	uint32_t abandoned;		/* fences in flight no send waits for */
+	uint64_t suspect_since_ns;	/* a send first waited on a suspect */
 	uint64_t addr[MRL_MAX_RAILS];	/* a target of the last write there */
 	uint64_t key[MRL_MAX_RAILS];
 	struct mrl_fence req[MRL_MAX_RAILS];
@@ -663,6 +677,8 @@ struct mrl_ep_rail {
 	uint64_t fences_done;
 	int peers_down;			/* peers this rail is out for */
 	uint64_t downs, probes, rejoins;
+	uint64_t losses;		/* flushes that failed or never came:
+					 * writes that may not have landed */
 	uint32_t side;			/* fences, probes, control sends and
 					 * (rail 0) message requests in
 					 * flight: progress reads the rail */
@@ -742,6 +758,8 @@ struct mrl_ep {
 	bool lease_off;			/* a core without fi_cq_readfrom */
 	bool enter_slow;		/* the domain locks, or leased: the
 					 * fast path's entry must see to it */
+	uint64_t lost_sends;		/* sends failed for writes a failed
+					 * rail may have lost (mrl_fence.c) */
 	uint64_t rma_general;		/* RMA ops the general way took
 					 * (fi_multirail_ep_stats) */
 };
@@ -875,6 +893,8 @@ static inline bool mrl_fence_write_posted(struct mrl_ep *ep,
 }
 int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer);
 void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err);
+void mrl_fence_lost(struct mrl_peer *peer, int rail);
+void mrl_fence_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_fence_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
 int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer);
 void mrl_ctrl_hello_partial(struct mrl_ep *ep);

@@ -154,6 +154,12 @@ static void domain_attrs(struct mrl_domain *dom)
 	dom->rma_one_iov = core->tx_attr->rma_iov_limit <= 1;
 	dom->fence_by_read = !strcmp(core->fabric_attr->prov_name, "shm") &&
 			     (core->caps & FI_READ);
+	/*
+	 * efa completes a write (transmit complete, its only kind on
+	 * efa-direct) once the peer's NIC acknowledged it; tcp once the bytes
+	 * reached its socket (mrl_fence.c).
+	 */
+	dom->acked_writes = !strcmp(core->fabric_attr->prov_name, "efa");
 	dom->policy = parse_policy(mrl_params.policy);
 }
 

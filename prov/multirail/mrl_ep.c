@@ -574,7 +574,7 @@ static int ext_rail_stats(struct fid_ep *ep_fid, int rail,
 		mrl_engine_rail_posted(&ep->engine, rail, &stats->tx_ops,
 				       &stats->tx_bytes);
 		stats->bytes_completed = rc->bytes_completed;
-		stats->errors = rc->errors;
+		stats->errors = rc->errors + ep->rails[rail].losses;
 		stats->reissued = rc->reissued;
 		stats->state = mrl_health_rail_state(ep, rail);
 	}
@@ -608,6 +608,7 @@ static int ext_ep_stats(struct fid_ep *ep_fid,
 	}
 	mrl_ep_lock(ep);
 	all.rma_general = ep->rma_general;
+	all.lost_sends = ep->lost_sends;
 	mrl_unlock(ep->domain);
 	memcpy(stats, &all, size < sizeof(all) ? size : sizeof(all));
 	return 0;

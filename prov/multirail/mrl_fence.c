@@ -20,7 +20,19 @@
  *
  * Writes with CQ data do not rely on this: their body chunks are
  * delivery-complete (mrl_rma.c).
+ *
+ * A rail that fails may take completed writes with it: a transmit-complete
+ * write over tcp has only reached the socket.  The send that follows them
+ * must then not arrive as if they had landed.  When a rail goes out of
+ * service for a peer with writes unflushed, the next send's fence there
+ * decides: it completes (they landed; the send goes), or it fails, stays
+ * stuck past FI_MULTIRAIL_RAIL_TIMEOUT_MS or cannot be posted (they are
+ * lost: the send fails with -FI_EIO, the loss is warned of and counted,
+ * and the sends after it go on).  A fence in flight when its rail goes out
+ * has already waited that long: its writes count as lost at once.
  */
+#include <time.h>
+
 #include "mrl.h"
 
 static uint32_t bit(int rail)
@@ -56,8 +68,11 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		mrl_health_posted(peer, rail);
 	} else if (ret == -FI_EAGAIN) {
 		/* a rail that refuses every flush is taken out after the
-		 * deadline, as for chunks; then the send goes on */
+		 * deadline, as for chunks; a suspect one is lost then */
 		mrl_health_refused(ep, peer, rail);
+	} else if ((mrl_health_post_failed(ep, peer, rail, (int) ret) ||
+		    (f->suspect & bit(rail))) && !ep->domain->acked_writes) {
+		mrl_fence_lost(peer, rail);
 	} else {
 		/* the core cannot flush: the send goes on unordered */
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: fence write: %s\n",
@@ -65,6 +80,92 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		f->dirty &= ~bit(rail);
 	}
 	return (int) ret;
+}
+
+static uint64_t mrl_fence_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/*
+ * Writes on rail to peer completed and may not have landed: the next send
+ * to peer fails.  A fence still in flight there is left to the core; no
+ * send waits for it.
+ */
+void mrl_fence_lost(struct mrl_peer *peer, int rail)
+{
+	struct mrl_peer_fence *f = &peer->fence;
+	uint32_t b = bit(rail);
+
+	if (f->lost & b)
+		return;
+	f->lost |= b;
+	f->abandoned |= f->inflight & b;
+	f->suspect &= ~b;
+	f->dirty &= ~b;
+	if (!f->suspect)
+		f->suspect_since_ns = 0;
+	if (f->owner)
+		f->owner->rails[rail].losses++;
+}
+
+/*
+ * rail went out of service for peer.  Unflushed writes there become
+ * suspect; those a fence in flight covers are lost (see the top).  Where
+ * a completed write has landed (efa), none is lost and no send waits for
+ * the rail.
+ */
+void mrl_fence_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+{
+	struct mrl_peer_fence *f = &peer->fence;
+	uint32_t b = bit(rail);
+
+	if (ep->domain->acked_writes) {
+		f->abandoned |= f->inflight & b;
+		f->dirty &= ~b;
+	} else if (f->inflight & b & ~f->abandoned)
+		mrl_fence_lost(peer, rail);
+	else if (f->dirty & b)
+		f->suspect |= b;
+}
+
+/* The send that learns of a loss fails; the sends after it go on. */
+static int mrl_fence_report_loss(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	MRL_WARN(FI_LOG_EP_DATA, "writes to this peer completed on rails "
+		 "0x%x, which failed before the writes were seen to land: "
+		 "the send that follows them fails (-FI_EIO) instead of "
+		 "arriving without them\n", peer->fence.lost);
+	peer->fence.lost = 0;
+	ep->lost_sends++;
+	return -FI_EIO;
+}
+
+/*
+ * Suspect rails whose fences have not answered within the deadline, from
+ * the send's first wait, have lost their writes.  With the deadline off
+ * (FI_MULTIRAIL_RAIL_TIMEOUT_MS=0) the core's verdict is awaited.
+ */
+static void mrl_fence_suspects_due(struct mrl_peer *peer)
+{
+	struct mrl_peer_fence *f = &peer->fence;
+	uint64_t now = mrl_fence_clock_ns();
+	uint32_t due;
+
+	if (!mrl_params.rail_timeout_ms)
+		return;
+	if (!f->suspect_since_ns) {
+		f->suspect_since_ns = now;
+		return;
+	}
+	if (now - f->suspect_since_ns <=
+	    (uint64_t) mrl_params.rail_timeout_ms * 1000000ull)
+		return;
+	for (due = f->suspect; due; due &= due - 1)
+		mrl_fence_lost(peer, __builtin_ctz(due));
 }
 
 /*
@@ -76,23 +177,41 @@ int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer)
 	struct mrl_peer_fence *f = &peer->fence;
 	int rail;
 
-	if (f->owner != ep || !(f->dirty | f->inflight))
+	if (f->owner != ep || !(f->dirty | f->inflight | f->lost))
 		return 0;
-	for (rail = 1; rail < ep->nrails; rail++) {
+	for (rail = 1; !f->lost && rail < ep->nrails; rail++) {
 		if ((f->dirty & bit(rail)) && !(f->inflight & bit(rail)))
 			post_fence(ep, peer, rail);
 	}
-	return (f->dirty | f->inflight) ? -FI_EAGAIN : 0;
+	if (f->suspect && !f->lost)
+		mrl_fence_suspects_due(peer);
+	if (f->lost)
+		return mrl_fence_report_loss(ep, peer);
+	return ((f->dirty | f->inflight) & ~f->abandoned) ? -FI_EAGAIN : 0;
 }
 
 void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err)
 {
-	if (err)
-		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: fence failed: %s\n",
-			      fence->rail, fi_strerror(-err));
-	fence->peer->fence.inflight &= ~bit(fence->rail);
+	struct mrl_peer_fence *f = &fence->peer->fence;
+	uint32_t b = bit(fence->rail);
+
+	f->inflight &= ~b;
 	ep->rails[fence->rail].fences--;
 	ep->rails[fence->rail].fences_done++;
+	if (f->abandoned & b) {
+		f->abandoned &= ~b;	/* no send waits for it */
+		return;
+	}
+	if (!err) {
+		f->suspect &= ~b;	/* they landed */
+		if (!f->suspect)
+			f->suspect_since_ns = 0;
+		return;
+	}
+	MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: fence failed: %s\n",
+		      fence->rail, fi_strerror(-err));
+	if (err != -FI_ECANCELED && !ep->domain->acked_writes)
+		mrl_fence_lost(fence->peer, fence->rail);
 }
 
 /* ep is closing: its fences were flushed or cancelled with its rails. */

@@ -148,7 +148,7 @@ static void rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 	if (!peer->rails_down)
 		owner->sick_peers++;
 	peer->rails_down |= bit(rail);
-	peer->fence.dirty &= ~bit(rail);	/* nothing to flush there */
+	mrl_fence_rail_down(ep, peer, rail);	/* what it may have lost */
 	owner->rails[rail].downs++;
 	owner->rails[rail].peers_down++;
 	if (h) {

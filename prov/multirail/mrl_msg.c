@@ -164,6 +164,21 @@ ssize_t mrl_msg_req_posted(struct mrl_ep *ep, struct mrl_msg_req *req,
 	return ret;
 }
 
+/*
+ * A send that writes before it may not have landed for (mrl_fence.c): it
+ * completes with -FI_EIO and nothing goes.  Domain locked.
+ */
+static ssize_t send_lost(struct mrl_ep *ep, const struct msg_args *a)
+{
+	uint64_t kind = FI_SEND | (a->tagged ? FI_TAGGED : FI_MSG);
+
+	mrl_cntr_inc_err(mrl_ep_local_cntr(ep, kind));
+	if (ep->tx_cq)
+		return mrl_cq_write_err(ep->tx_cq, a->context, kind, -FI_EIO,
+					0, a->data, a->tag);
+	return 0;
+}
+
 static ssize_t post(struct mrl_ep *ep, const struct msg_args *a)
 {
 	struct fid_ep *core = ep->rails[0].ep;
@@ -181,6 +196,10 @@ static ssize_t post(struct mrl_ep *ep, const struct msg_args *a)
 		ret = core_addr(ep, a->addr, a->tx, &caddr, &peer);
 	if (!ret && a->tx)
 		ret = mrl_fence_progress(ep, peer);
+	if (ret == -FI_EIO) {
+		ret = send_lost(ep, a);
+		goto out;
+	}
 	if (ret)
 		goto out;
 	req = mrl_msg_req_start(ep, a->context,
