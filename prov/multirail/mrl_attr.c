@@ -121,9 +121,15 @@ struct fi_info *mrl_core_hints(const struct fi_info *hints,
 	}
 
 	ch->ep_attr->type = FI_EP_RDM;
-	/* atomics pass through on rail 0: the core must do them if asked */
+	/*
+	 * Atomics pass through on rail 0: the core must do them if asked.
+	 * Where the peers may be (FI_LOCAL_COMM, FI_REMOTE_COMM) is the
+	 * core's to say: rxm reports them only when asked (Open MPI's mtl
+	 * and aws-ofi-nccl ask), shm has no FI_REMOTE_COMM.
+	 */
 	ch->caps = (ch->caps & (FI_MULTI_RECV | FI_SOURCE | FI_HMEM |
-				FI_DIRECTED_RECV | FI_ATOMIC | FI_TAGGED)) |
+				FI_DIRECTED_RECV | FI_ATOMIC | FI_TAGGED |
+				FI_LOCAL_COMM | FI_REMOTE_COMM)) |
 		   MRL_CORE_CAPS;
 	/* Every context we give the core is a struct mrl_req_hdr. */
 	ch->mode = FI_CONTEXT | FI_CONTEXT2;

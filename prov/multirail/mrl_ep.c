@@ -488,6 +488,33 @@ static void give_core_avs(struct mrl_ep *ep, struct fid_av **spare)
 		fi_ep_bind(ep->ctrl_ep, &spare[0]->fid, 0);
 }
 
+static int ext_rail_stats(struct fid_ep *ep_fid, int rail,
+			  struct fi_multirail_rail_stats *stats);
+
+/*
+ * What each rail carried, at FI_LOG_LEVEL=info: how a program that is not
+ * ours (NCCL, Open MPI) shows its bytes went over every rail.
+ */
+static void mrl_ep_log_rails(struct mrl_ep *ep)
+{
+	struct fi_multirail_rail_stats st;
+	int i;
+
+	if (!ep->enabled || !fi_log_enabled(&mrl_prov, FI_LOG_INFO,
+					    FI_LOG_EP_CTRL))
+		return;
+	for (i = 0; i < ep->nrails; i++) {
+		if (ext_rail_stats(&ep->ep_fid, i, &st))
+			continue;
+		MRL_INFO(FI_LOG_EP_CTRL, "rail %d (%s): %lu RMA chunks, %lu "
+			 "bytes posted, %lu completed, %lu errors\n", i,
+			 st.domain, (unsigned long) st.tx_ops,
+			 (unsigned long) st.tx_bytes,
+			 (unsigned long) st.bytes_completed,
+			 (unsigned long) st.errors);
+	}
+}
+
 static int mrl_ep_close(struct fid *fid)
 {
 	struct mrl_ep *ep = to_ep(fid);
@@ -497,6 +524,7 @@ static int mrl_ep_close(struct fid *fid)
 	struct fid_av *spare_avs[MRL_MAX_RAILS] = { NULL };
 	int i;
 
+	mrl_ep_log_rails(ep);
 	mrl_ep_lock(ep);
 	if (ep->tx_cq)
 		mrl_cq_detach(ep->tx_cq, ep);
