@@ -20,6 +20,10 @@ rma() {
 FI_PROVIDER=efa MRL_TEST_PROV=efa rma -o all -S 1048576 -W 8
 # and with every RMA through the path GPU memory takes (efa_emu_hmem.c)
 FI_PROVIDER=efa MRL_TEST_PROV=efa FI_EFA_EMU_HMEM=all rma -o all -S 1048576 -W 8
+# every entry carries its first rail's NIC (aws-ofi-nccl places entries by
+# its PCI address), as efa's own entries do
+run ./test/getinfo_test nic
+FI_PROVIDER=efa run ./test/getinfo_test nic
 fixtures=$(mktemp -d /tmp/mrl-efa-XXXXXX)
 trap 'rm -rf "$fixtures"' EXIT
 sh "${srcdir:-.}/test/topo/gen-fixtures.sh" "$fixtures" >/dev/null

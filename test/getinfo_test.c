@@ -8,8 +8,12 @@
  *     multi_ep does) finds the same provider again;
  *   - FI_SOURCE with a service and no node (fabtests -E): the wildcard
  *     entry of the core names no NIC, the endpoint opens, and rail 0's
- *     address carries the port asked for.
- * Run under each selection spelling by getinfo.sh.
+ *     address carries the port asked for;
+ *   - FI_LOCAL_COMM | FI_REMOTE_COMM asked (Open MPI, aws-ofi-nccl): the
+ *     core is asked for them too.
+ * Run under each selection spelling by getinfo.sh.  `getinfo_test nic`
+ * (efa.sh, over the efa test provider): every entry carries its first
+ * rail's NIC.
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS, and MRL_TEST_PROV (hints
  * prov_name; unset under FI_PROVIDER="multirail;<core>").
  */
@@ -282,9 +286,89 @@ static void wildcard_source(void)
 	fi_freeinfo(info);
 }
 
-int main(void)
+/*
+ * Where the peers may be is asked as Open MPI's mtl and aws-ofi-nccl ask
+ * it: the entries carry FI_LOCAL_COMM and FI_REMOTE_COMM, or (a core
+ * without one of them: 1.17's net on lo has no FI_REMOTE_COMM) there are
+ * none.  By the hints spelling (tcp;ofi_rxm) there must be some.
+ */
+static void comm_caps_asked(void)
+{
+	struct fi_info *h = base_hints(), *info = NULL, *fi;
+	uint64_t both = FI_LOCAL_COMM | FI_REMOTE_COMM;
+	int ret, n = 0, bad = 0;
+
+	h->caps |= both;
+	ret = fi_getinfo(API, NULL, NULL, 0, h, &info);
+	for (fi = ret ? NULL : info; fi; fi = fi->next) {
+		if (!ours(fi))
+			continue;
+		n++;
+		bad += (fi->caps & both) != both;
+	}
+	check(!bad && (n || ret == -FI_ENODATA), "FI_LOCAL_COMM | "
+	      "FI_REMOTE_COMM asked: %d entries, %d without both (%s)", n, bad,
+	      ret ? fi_strerror(-ret) : "answered");
+	check(n || !getenv("MRL_TEST_PROV"), "by hints prov_name the core "
+	      "(rxm) gives both when asked: %d entries", n);
+	fi_freeinfo(info);
+	fi_freeinfo(h);
+}
+
+/* The PCI bus in an efa domain name "rdmap<bus>s0-rdm[+...]", or -1. */
+static int efa_bus(const char *domain)
+{
+	unsigned int bus;
+
+	return sscanf(domain, "rdmap%us0", &bus) == 1 ? (int) bus : -1;
+}
+
+/*
+ * MRL_TEST_NIC (over the efa test provider): every entry carries its first
+ * rail's NIC, with the device, PCI bus and link attributes aws-ofi-nccl
+ * reads, and fi_dupinfo copies it.
+ */
+static void entries_carry_nic(void)
+{
+	struct fi_info *h = base_hints(), *info = NULL, *fi, *dup;
+	const struct fid_nic *nic;
+	int n = 0, bad = 0, bus;
+
+	check(!fi_getinfo(API, NULL, NULL, 0, h, &info), "fi_getinfo");
+	for (fi = info; fi; fi = fi->next, n++) {
+		nic = fi->nic;
+		bus = efa_bus(fi->domain_attr->name);
+		if (!nic || !nic->device_attr || !nic->device_attr->name ||
+		    !nic->link_attr || !nic->link_attr->speed ||
+		    !nic->bus_attr || nic->bus_attr->bus_type != FI_BUS_PCI ||
+		    nic->bus_attr->attr.pci.bus_id != bus) {
+			printf("  %s: no NIC, or not rail 0's (bus %d)\n",
+			       fi->domain_attr->name, bus);
+			bad++;
+			continue;
+		}
+		dup = fi_dupinfo(fi);
+		if (!dup || !dup->nic || !dup->nic->bus_attr ||
+		    dup->nic->bus_attr->attr.pci.bus_id != bus) {
+			printf("  %s: fi_dupinfo lost the NIC\n",
+			       fi->domain_attr->name);
+			bad++;
+		}
+		fi_freeinfo(dup);
+	}
+	check(n && !bad, "%d entries, each with its first rail's NIC (PCI "
+	      "bus, device, link), kept by fi_dupinfo: %d without", n, bad);
+	fi_freeinfo(info);
+	fi_freeinfo(h);
+}
+
+int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc > 1 && !strcmp(argv[1], "nic")) {
+		entries_carry_nic();
+		return check_failures ? 1 : 0;
+	}
 	printf("FI_PROVIDER=%s MRL_TEST_PROV=%s FI_MULTIRAIL_RAILS=%s\n",
 	       getenv("FI_PROVIDER") ?: "(unset)",
 	       getenv("MRL_TEST_PROV") ?: "(unset)",
@@ -294,5 +378,6 @@ int main(void)
 	atomic_entries_open();
 	entry_as_hints();
 	wildcard_source();
+	comm_caps_asked();
 	return check_failures ? 1 : 0;
 }

@@ -478,6 +478,13 @@ static int make_entry(const struct rail_set *set, uint32_t mask,
 			 MRL_FABRIC_PREFIX, core_name);
 	fi->fabric_attr->prov_name = entry ? strdup(entry) : NULL;
 
+	/*
+	 * The entry's first rail is its nearest: its NIC is the one a
+	 * topology-aware client (aws-ofi-nccl) places the entry by.
+	 */
+	if (rails[0]->nic &&
+	    fi_control(&rails[0]->nic->fid, FI_DUP, &fi->nic))
+		fi->nic = NULL;
 	fi->src_addr = build_addr(rails, n, (flags & FI_SOURCE) ? first : NULL,
 				  false, &fi->src_addrlen);
 	if (first && !(flags & FI_SOURCE) && first->dest_addr)

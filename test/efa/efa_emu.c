@@ -49,6 +49,7 @@ static void parse_nics(const char *list)
 		snprintf(emu_nics[emu_nnics].domain, sizeof(emu_nics[0].domain),
 			 "rdmap%us0-rdm", bus);
 		strcpy(emu_nics[emu_nnics].core_domain, eq + 1);
+		emu_nics[emu_nnics].bus = bus;
 		emu_nnics++;
 	}
 	free(copy);
@@ -229,9 +230,10 @@ static const char *miss(const struct fi_info *fi, const struct fi_info *h,
  * FI_CONTEXT2, FI_MR_LOCAL, 1 rma_iov, no ordering, no RMA inject); efa's
  * RDM protocol copies it and adds tagged messages and ordering of sends.
  */
-static void set_attrs(struct fi_info *fi, bool direct, const char *domain,
-		      const struct fi_info *h)
+static void set_attrs(struct fi_info *fi, bool direct,
+		      const struct emu_nic *nic, const struct fi_info *h)
 {
+	const char *domain = nic->domain;
 	uint64_t caps = direct ? EMU_DIRECT_CAPS : EMU_RDM_CAPS;
 	size_t core_inject = fi->tx_attr->inject_size;
 
@@ -297,7 +299,7 @@ static void set_attrs(struct fi_info *fi, bool direct, const char *domain,
 	fi->next = NULL;
 	if (fi->nic)	/* tcp's NIC is not the emulated one */
 		fi_close(&fi->nic->fid);
-	fi->nic = NULL;
+	fi->nic = emu_nic_new(nic->bus);
 }
 
 /* What we ask tcp for one NIC: RDM, RMA, tagged, our keys, virtual addresses. */
@@ -392,7 +394,7 @@ int emu_getinfo(uint32_t version, const char *node, const char *service,
 					   &emu_nics[n], hints, &fi);
 			if (ret)
 				continue;
-			set_attrs(fi, f == 0, emu_nics[n].domain, hints);
+			set_attrs(fi, f == 0, &emu_nics[n], hints);
 			why = miss(fi, hints, version);
 			if (why) {
 				fi_freeinfo(fi);
