@@ -7,26 +7,38 @@
 #   3. fabtests-ext/scripts/fi_multirail_gpu: stock fi_rma_bw and our
 #      fi_multirail_bw with -D cuda over shm and multirail, checked and
 #      timed, over multirail;efa (the test provider, built here), then
-#      fi_multirail_topo.
+#      fi_multirail_topo;
+#   4. with --aws-ofi-nccl and --nccl-tests (2 GPUs):
+#      fabtests-ext/scripts/fi_multirail_nccl, NCCL through aws-ofi-nccl
+#      over multirail and over the core alone (--only nccl: that alone).
 # The tree must already hold configure (./autogen.sh where libtool is).
 #   usage: test/gpu-host.sh --libfabric-tarball F [--hwloc-tgz F] [--out DIR]
-#          [--reps N] [--only check,perf,topo,bw,efa] [--ops OPS]
+#          [--reps N] [--only check,perf,topo,bw,efa,nccl] [--ops OPS]
 #          [--sizes BYTES]   (--ops, --sizes: fi_multirail_gpu's)
+#          [--aws-ofi-nccl F --nccl-tests F [--mpi-include-tgz F]
+#           [--nccl-args "ARGS"]]   (fi_multirail_nccl's)
 # --hwloc-tgz: Debian's libhwloc-dev files (headers, hwloc.pc), used where
-# the host has libhwloc.so.15 but no headers.
+# the host has libhwloc.so.15 but no headers; --mpi-include-tgz: Open MPI's
+# include/ folder, where the host has its mpirun and libmpi but no mpi.h.
 set -uo pipefail
 TARBALL= HWLOC= OUT=${OUT:-/tmp/mrl-gpu-out} REPS=3 ONLY= OPS= SIZES=
+AON= NT= MPITGZ= NCCL_ARGS=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--libfabric-tarball) TARBALL=$2; shift 2 ;;
 	--hwloc-tgz) HWLOC=$2; shift 2 ;;
+	--aws-ofi-nccl) AON=$2; shift 2 ;;
+	--nccl-tests) NT=$2; shift 2 ;;
+	--mpi-include-tgz) MPITGZ=$2; shift 2 ;;
+	--nccl-args) NCCL_ARGS=$2; shift 2 ;;
 	--out) OUT=$2; shift 2 ;;
 	--reps) REPS=$2; shift 2 ;;
 	--only) ONLY=$2; shift 2 ;;
 	--ops) OPS=$2; shift 2 ;;
 	--sizes) SIZES=$2; shift 2 ;;
 	*) echo "usage: $0 --libfabric-tarball F [--hwloc-tgz F] [--out DIR]" \
-		"[--reps N] [--only check,perf,topo,bw,efa]" >&2; exit 2 ;;
+		"[--reps N] [--only check,perf,topo,bw,efa,nccl]" \
+		"[--aws-ofi-nccl F --nccl-tests F]" >&2; exit 2 ;;
 	esac
 done
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -84,7 +96,26 @@ rm -rf "$work/mrl" && mkdir -p "$work/mrl"
 	{ tail -n 30 "$OUT/build-multirail.log"; exit 1; }
 nvidia-smi -L
 
-"$src/fabtests-ext/scripts/fi_multirail_gpu" --bin "$lf/bin" \
-	--build "$work/mrl" --libfabric-lib "$lf/lib" --reps "$REPS" \
-	${ONLY:+--only "$ONLY"} ${OPS:+--ops "$OPS"} \
-	${SIZES:+--sizes "$SIZES"} 2>&1 | tee "$OUT/gpu.log"
+gpu_only=$(echo "$ONLY" | tr ',' '\n' | grep -v '^nccl$' | paste -sd, -)
+rc=0
+if [ -z "$ONLY" ] || [ -n "$gpu_only" ]; then
+	"$src/fabtests-ext/scripts/fi_multirail_gpu" --bin "$lf/bin" \
+		--build "$work/mrl" --libfabric-lib "$lf/lib" --reps "$REPS" \
+		${gpu_only:+--only "$gpu_only"} ${OPS:+--ops "$OPS"} \
+		${SIZES:+--sizes "$SIZES"} 2>&1 | tee "$OUT/gpu.log" || rc=1
+fi
+if [ -n "$AON" ] && [ -n "$NT" ] &&
+   { [ -z "$ONLY" ] || echo ",$ONLY," | grep -q ',nccl,'; }; then
+	mpi_inc=
+	if [ -n "$MPITGZ" ]; then
+		mkdir -p "$work/mpi-inc"
+		tar xzf "$MPITGZ" -C "$work/mpi-inc"
+		mpi_inc=$work/mpi-inc/include
+	fi
+	# shellcheck disable=SC2086
+	"$src/fabtests-ext/scripts/fi_multirail_nccl" --libfabric "$lf" \
+		--build "$work/mrl" --aws-ofi-nccl "$AON" --nccl-tests "$NT" \
+		${mpi_inc:+--mpi-include "$mpi_inc"} --out "$OUT" $NCCL_ARGS \
+		2>&1 | tee "$OUT/nccl.log" || rc=1
+fi
+exit $rc

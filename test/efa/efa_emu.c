@@ -34,22 +34,27 @@ uint64_t emu_now_ns(void)
 static void parse_nics(const char *list)
 {
 	char *copy = strdup(list), *tok, *save, *eq;
-	unsigned bus;
+	unsigned bus, slot;
+	int n;
 
 	emu_nnics = 0;
 	for (tok = copy ? strtok_r(copy, ",", &save) : NULL;
 	     tok && emu_nnics < EMU_MAX_NICS; tok = strtok_r(NULL, ",", &save)) {
 		eq = strchr(tok, '=');
-		if (!eq || sscanf(tok, "%u", &bus) != 1 || bus > 255 ||
-		    !eq[1] || strlen(eq + 1) >= sizeof(emu_nics[0].core_domain)) {
+		slot = 0;
+		n = eq ? sscanf(tok, "%us%u", &bus, &slot) : 0;
+		if (n < 1 || bus > 255 || slot > 31 || !eq[1] ||
+		    strlen(eq + 1) >= sizeof(emu_nics[0].core_domain)) {
 			EMU_WARN(FI_LOG_CORE, "FI_EFA_EMU_NICS: '%s' is not "
-				 "<decimal bus>=<core domain>: skipped\n", tok);
+				 "<decimal bus>[s<slot>]=<core domain>: "
+				 "skipped\n", tok);
 			continue;
 		}
 		snprintf(emu_nics[emu_nnics].domain, sizeof(emu_nics[0].domain),
-			 "rdmap%us0-rdm", bus);
+			 "rdmap%us%u-rdm", bus, slot);
 		strcpy(emu_nics[emu_nnics].core_domain, eq + 1);
 		emu_nics[emu_nnics].bus = bus;
+		emu_nics[emu_nnics].slot = slot;
 		emu_nnics++;
 	}
 	free(copy);
@@ -61,9 +66,10 @@ static void read_knobs(void)
 	char *mode = NULL;
 
 	fi_param_define(&emu_prov, "emu_nics", FI_PARAM_STRING,
-			"Emulated NICs as <decimal PCI bus>=<core domain> "
-			"(default 79=lo,80=lo,81=lo,82=lo: the NICs of GPU 0 "
-			"in test/topo's p5.xml, all on loopback)");
+			"Emulated NICs as <decimal PCI bus>[s<slot>]=<core "
+			"domain>, NIC rdmap<bus>s<slot> at PCI 0000:<bus>:"
+			"<slot>.0 (default 79=lo,80=lo,81=lo,82=lo: the NICs "
+			"of GPU 0 in test/topo's p5.xml, all on loopback)");
 	fi_param_define(&emu_prov, "emu_core", FI_PARAM_STRING,
 			"Core provider carrying the emulated NICs (default tcp; "
 			"net on libfabric 1.x)");
@@ -299,7 +305,7 @@ static void set_attrs(struct fi_info *fi, bool direct,
 	fi->next = NULL;
 	if (fi->nic)	/* tcp's NIC is not the emulated one */
 		fi_close(&fi->nic->fid);
-	fi->nic = emu_nic_new(nic->bus);
+	fi->nic = emu_nic_new(nic->bus, nic->slot);
 }
 
 /* What we ask tcp for one NIC: RDM, RMA, tagged, our keys, virtual addresses. */

@@ -94,7 +94,7 @@ extern struct fi_provider emu_prov;
 #define EMU_INFO(subsys, ...)	FI_INFO(&emu_prov, subsys, __VA_ARGS__)
 
 struct emu_nic {
-	unsigned int bus;		/* its PCI bus (emu_nic_new) */
+	unsigned int bus, slot;		/* its PCI address 0000:bus:slot.0 */
 	char domain[32];		/* rdmap<bus>s0-rdm */
 	char core_domain[64];		/* lo, or a testbed veth */
 };
@@ -121,7 +121,7 @@ struct emu_knobs {
 
 extern struct emu_knobs emu_knobs;
 extern struct emu_nic emu_nics[EMU_MAX_NICS];
-struct fid_nic *emu_nic_new(unsigned int bus);
+struct fid_nic *emu_nic_new(unsigned int bus, unsigned int slot);
 extern int emu_nnics;
 
 struct emu_fabric {

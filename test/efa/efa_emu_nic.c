@@ -4,7 +4,9 @@
  * sysfs (efa_prov_info.c): its name, its PCI address and its link.
  * aws-ofi-nccl places each NIC in the host's topology by that PCI address
  * and reads the name and the link speed, so an entry without one stops its
- * RDMA protocol.  The emulated device rdmap<bus>s0 sits at 0000:<bus>:00.0.
+ * RDMA protocol.  The emulated device rdmap<bus>s<slot> sits at PCI address
+ * 0000:<bus>:<slot>.0 (FI_EFA_EMU_NICS), so that on a host whose hwloc
+ * topology has a device there the client can place it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +19,7 @@
 
 struct emu_fid_nic {
 	struct fid_nic nic;
-	unsigned int bus;
+	unsigned int bus, slot;
 	struct fi_device_attr dev;
 	struct fi_bus_attr bus_attr;
 	struct fi_link_attr link;
@@ -68,20 +70,21 @@ static struct fi_ops emu_nic_fi_ops = {
 	.ops_open = emu_nic_ops_open,
 };
 
-struct fid_nic *emu_nic_new(unsigned int bus)
+struct fid_nic *emu_nic_new(unsigned int bus, unsigned int slot)
 {
 	struct emu_fid_nic *n = calloc(1, sizeof(*n));
 	char name[32];
 
 	if (!n)
 		return NULL;
-	snprintf(name, sizeof(name), "rdmap%us0", bus);
+	snprintf(name, sizeof(name), "rdmap%us%u", bus, slot);
 	n->nic.fid.fclass = FI_CLASS_NIC;
 	n->nic.fid.ops = &emu_nic_fi_ops;
 	n->nic.device_attr = &n->dev;
 	n->nic.bus_attr = &n->bus_attr;
 	n->nic.link_attr = &n->link;
 	n->bus = bus;
+	n->slot = slot;
 	n->dev.name = strdup(name);
 	n->dev.device_id = strdup("0xefa1");
 	n->dev.device_version = strdup("0");
@@ -91,7 +94,7 @@ struct fid_nic *emu_nic_new(unsigned int bus)
 	n->bus_attr.bus_type = FI_BUS_PCI;
 	n->bus_attr.attr.pci.domain_id = 0;
 	n->bus_attr.attr.pci.bus_id = (uint8_t) bus;
-	n->bus_attr.attr.pci.device_id = 0;
+	n->bus_attr.attr.pci.device_id = (uint8_t) slot;
 	n->bus_attr.attr.pci.function_id = 0;
 	n->link.address = strdup("00:00:00:00:00:00");
 	n->link.network_type = strdup("Ethernet");
@@ -115,6 +118,6 @@ static int emu_nic_control(struct fid *fid, int command, void *arg)
 
 	if (command != FI_DUP || !dup)
 		return -FI_ENOSYS;
-	*dup = emu_nic_new(n->bus);
+	*dup = emu_nic_new(n->bus, n->slot);
 	return *dup ? 0 : -FI_ENOMEM;
 }
