@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * fi_multirail_topo: which rails multirail would use for memory of each GPU
  * and each NUMA node, and why; a distance matrix in the manner of

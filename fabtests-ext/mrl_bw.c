@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * fi_multirail_bw (mrl_bw.c): RMA bandwidth test, fabtests style, written
  * against the public libfabric API only.

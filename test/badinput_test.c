@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Bad input: one multirail endpoint over loopback rails, writing to itself,
  * is handed garbage.  Each bad call must return a negative FI_E* value (not
@@ -22,6 +23,9 @@
  *   - fi_mr_reg of 0 bytes or of a NULL buffer: reported, not judged;
  *   - fi_write, fi_writedata, fi_read on an endpoint bound but not
  *     enabled: -FI_EOPBADSTATE.
+ * An error entry is read into the room an API 1.17 application has for
+ * one (no src_addr, which libfabric 1.20's headers added), with a guard
+ * behind it that must stay untouched.
  * No stray completion may follow a refused call, a valid fi_write of random
  * bytes into a poisoned buffer must land intact before and after the bad
  * cases, and every fi_close must return 0.  Prints one line per case,
@@ -31,6 +35,7 @@
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS (badinput.sh sets them).
  */
 #include <ctype.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -148,6 +153,42 @@ static void expect_neg(const char *what, ssize_t ret)
  * Wait for the completion of the op posted with c: 1 success, -1 error
  * completion (in *err), 0 nothing within TIMEOUT_S.
  */
+/*
+ * The room an application of API 1.17 (what open_objects asks) has for an
+ * error entry: libfabric 1.20's headers added src_addr after it.
+ */
+static size_t err_entry_room(void)
+{
+#if FI_MAJOR_VERSION > 1 || (FI_MAJOR_VERSION == 1 && FI_MINOR_VERSION >= 20)
+	return offsetof(struct fi_cq_err_entry, src_addr);
+#else
+	return sizeof(struct fi_cq_err_entry);
+#endif
+}
+
+/* fi_cq_readerr into an entry of that size, with a guard behind it. */
+static ssize_t readerr_guarded(struct fi_cq_err_entry *err)
+{
+	union {
+		struct fi_cq_err_entry e;
+		unsigned char b[sizeof(struct fi_cq_err_entry) + 32];
+	} u;
+	size_t room = err_entry_room(), i;
+	ssize_t r;
+
+	memset(&u, 0x5A, sizeof(u));
+	u.e.err_data = NULL;
+	u.e.err_data_size = 0;
+	r = fi_cq_readerr(cq, &u.e, 0);
+	for (i = room; i < sizeof(u); i++)
+		if (u.b[i] != 0x5A)
+			die("fi_cq_readerr wrote byte %zu of an API 1.17 "
+			    "entry of %zu bytes", i, room);
+	memset(err, 0, sizeof(*err));
+	memcpy(err, &u.e, room);
+	return r;
+}
+
 static int wait_comp(void *c, struct fi_cq_err_entry *err)
 {
 	struct fi_cq_data_entry e;
@@ -163,8 +204,7 @@ static int wait_comp(void *c, struct fi_cq_err_entry *err)
 			return 1;
 		}
 		if (r == -FI_EAVAIL) {
-			memset(err, 0, sizeof(*err));
-			r = fi_cq_readerr(cq, err, 0);
+			r = readerr_guarded(err);
 			if (r != 1)
 				die("fi_cq_readerr: %zd", r);
 			if (err->op_context != c)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * A non-fatal assertion for the unit tests: prints "ok: ..." or
  * "FAIL: ...", counts failures; main returns check_failures ? 1 : 0.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Over efa-direct (no tagged messages: multirail's control messages arrive
  * at a control endpoint of their own), a peer the client knows by rail 0

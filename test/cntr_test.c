@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The counter (prov/multirail/mrl_cntr.c) over a fake core counter that
  * already holds errors, as a rail's remote-event counter does once a peer's

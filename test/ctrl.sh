@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # The control channel against a peer that is not multirail or speaks
 # another version (test/ctrl_test.c): every bad message dropped with a
 # warning, the receives re-posted, the channel still working after.

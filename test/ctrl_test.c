@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The control channel against a peer that is not multirail, or speaks
  * another version of it.  A plain core endpoint sends tagged messages on

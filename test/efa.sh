@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # multirail over efa's profile: the test provider in test/efa/ is named
 # "efa" (efa's fabrics, domains rdmap<bus>s0-rdm, 4 bytes of CQ data,
 # 32-bit provider keys, FI_MR_LOCAL, 1 rma_iov, no ordering between or

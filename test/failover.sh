@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Rail failure on the emulated testbed (root and network namespaces; skipped
 # elsewhere): verified streams of delivery-complete writes and writedata
 # (rma_test -X: every byte checked, every op and CQ data exactly once)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Fuzz the address and control-message parsers (test/fuzz_proto.c) with
 # clang's libFuzzer for MRL_FUZZ_SECONDS (default 30), from the seeds in
 # test/fuzz/seeds.hex.  Skipped (77) where clang cannot build a fuzzer.

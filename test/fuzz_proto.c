@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * libFuzzer target for the parsers of what peers send (mrl_proto.c): a
  * composite address (fi_av_insert, control messages) and a control message.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # fi_getinfo as applications drive it (test/getinfo_test.c), under both
 # spellings of the provider: hints prov_name and FI_PROVIDER.
 export FI_PROVIDER_PATH="$(pwd)/.libs"

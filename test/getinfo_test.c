@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * fi_getinfo as applications drive it (stock fabtests did each of these):
  *   - every entry honours the hints it answers, or the answer is

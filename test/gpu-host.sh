@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # The whole GPU set on a CUDA host with no package registry and no libtool
 # (the device machine, docs/gpu.md), from this checkout, in one command:
 #   1. libfabric 2.x with CUDA (shm's CUDA IPC path) and its fabtests with

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # The GPU set (docs/gpu.md) from make check: on a host with a CUDA device
 # and stock fabtests built --with-cuda (MRL_GPU_FABTESTS_BIN, their
 # libfabric's lib in MRL_GPU_LIBFABRIC_LIB), fi_multirail_gpu's correctness

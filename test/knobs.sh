@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Every FI_MULTIRAIL_* variable the provider defines (fi_info -e) has its
 # help line there, a row in README.md and an entry in man/fi_multirail.7.
 export FI_PROVIDER_PATH="$(pwd)/.libs"

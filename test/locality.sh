@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Rail choice by locality, end to end, on generated hwloc fixtures
 # (test/topo/gen-fixtures.sh).  Loopback rails are placed on a fixture's
 # NICs with FI_MULTIRAIL_RAILS=lo@NIC,...; two processes write, and the

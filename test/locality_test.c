@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The provider's locality glue (prov/multirail/mrl_locality.c) on the p5
  * fixture, for what test/locality.sh cannot reach without a CUDA-capable

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Registration on every rail (prov/multirail/mrl_mr.c) over fake core
  * domains that record what they were asked, so that device memory is

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # FI_THREAD_SAFE: threads sharing an endpoint and CQ, and one endpoint per
 # thread on a shared domain (test/mt_test.c), over 2 and 4 loopback rails.
 export FI_PROVIDER_PATH="$(pwd)/.libs"

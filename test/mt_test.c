@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * FI_THREAD_SAFE: several threads on one multirail domain.
  *   shared: THREADS threads post fi_writedata on ONE endpoint and reap ONE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Endpoint options over several rails (mrl_ep_opt.c), on the test
  * provider's efa (test/efa.sh: FI_PROVIDER="multirail;efa", 4 NICs):

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Ordering on rails of very different speeds: fi_writedata's CQ data after
 # its bytes, and a message, or an op sent whole on rail 0 (inject with CQ
 # data), sent after writes completed, after their bytes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The composite address's cut form (mrl_proto.c, MRL_ADDR_CTRL_DELTA):
  * rail 0's address, and the control endpoint's as its difference.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Two processes over multirail on loopback rails (tcp;ofi_rxm) and shm:
 # write, writev, writedata and read with checked bytes, 1, 2, 4 and 32
 # rails, striped and not, the FI_MR_RAW key path, and atomics.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Integration test: two processes (fork) over multirail, addresses and keys
  * exchanged over a socketpair.  The initiator writes (write, writev,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The scheduling policy (prov/multirail/mrl_sched.c), table by table: an
  * op and the rails' state in, the expected choice out.  No libfabric.

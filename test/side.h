@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * One endpoint with a fabric, domain, AV (FI_AV_TABLE) and CQ (tagged
  * format) of its own, for tests that play several processes in one: a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Unit tests of the striping engine over a fake rail layer: chunking,
  * exactly-once completion, error propagation, -FI_EAGAIN queueing, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Rail selection on generated hwloc topologies (test/topo/gen-fixtures.sh).
  * The expected rails come from the generator's naming, not from the code

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Helpers shared by the libfabric tests: die() prints "FAIL: ..." and
  * exits 1, CHK() dies on a call that does not return 0, now() is a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * multirail: one virtual RDM endpoint striped over the domains ("rails") of
  * a core provider.  Internal declarations shared by the object files.

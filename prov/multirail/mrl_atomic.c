@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Atomics pass through whole on rail 0: an atomic is indivisible, so it
  * cannot be striped, and keeping every atomic on one rail keeps them

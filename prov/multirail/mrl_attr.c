@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * fi_info templates: what we ask of the core, and what we offer on top of it.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Counter.  Local operations are counted when the whole striped op
  * completes; remote events (FI_REMOTE_WRITE/READ) are counted by the cores,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Completion queue: a software queue the endpoints fill while they
  * progress their rails.  Reading it drives progress of every endpoint bound
@@ -7,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 #include <sched.h>
+
+#include <stddef.h>
 
 #include "mrl.h"
 
@@ -294,13 +297,30 @@ mrl_cq_read(struct fid_cq *cq, void *buf, size_t count)
 	return read_leased(cq, buf, count, NULL, false);
 }
 
+/*
+ * How much of an error entry the application's API version gave it room
+ * for (fi_cq(3)): the entry ends before err_data below 1.5, and before
+ * src_addr (libfabric 1.20's headers on) below 1.20.  Writing ours whole
+ * into an older one overran it.
+ */
+static size_t mrl_cq_err_size(uint32_t api)
+{
+	if (api < FI_VERSION(1, 5))
+		return offsetof(struct fi_cq_err_entry, err_data);
+#if FI_MAJOR_VERSION > 1 || (FI_MAJOR_VERSION == 1 && FI_MINOR_VERSION >= 20)
+	if (api < FI_VERSION(1, 20))
+		return offsetof(struct fi_cq_err_entry, src_addr);
+#endif
+	return sizeof(struct fi_cq_err_entry);
+}
+
 static ssize_t mrl_cq_readerr(struct fid_cq *cq_fid,
 			      struct fi_cq_err_entry *buf, uint64_t flags)
 {
 	struct mrl_cq *cq = to_cq(cq_fid);
+	size_t size = mrl_cq_err_size(cq->domain->fabric->version);
 	struct mrl_cq_err *ce;
-	void *err_data;
-	size_t err_data_size;
+	void *err_data = NULL;
 
 	mrl_lock(cq->domain);
 	if (mrl_list_empty(&cq->errs)) {
@@ -312,12 +332,13 @@ static ssize_t mrl_cq_readerr(struct fid_cq *cq_fid,
 	mrl_unlock(cq->domain);
 
 	/* Keep the caller's err_data buffer (API >= 1.5); we have none. */
-	err_data = buf->err_data;
-	err_data_size = buf->err_data_size;
-	*buf = ce->e;
-	buf->err_data = err_data;
-	buf->err_data_size = 0;
-	(void) err_data_size;
+	if (size > offsetof(struct fi_cq_err_entry, err_data))
+		err_data = buf->err_data;
+	memcpy(buf, &ce->e, size);
+	if (size > offsetof(struct fi_cq_err_entry, err_data)) {
+		buf->err_data = err_data;
+		buf->err_data_size = 0;
+	}
 	free(ce);
 	return 1;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Control channel: tagged messages with MRL_CTRL_TAG on rail 0, and a
  * RAIL_UP on each other rail at the first op to a peer.  A core without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Domain: one core fabric and domain per rail.  The rails are named in our
  * fi_info's domain name ("vA0+vA1+..."), so an fi_info that went through

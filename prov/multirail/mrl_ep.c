@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Endpoint: one core endpoint and one private core CQ per rail, its
  * bindings, enable, names and close.  The data path that reads those CQs

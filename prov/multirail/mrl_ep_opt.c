@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Endpoint options (fi_setopt, fi_getopt).  One multirail endpoint is a
  * core endpoint per rail (and, where the core has no FI_TAGGED, a control

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Event queue.  An RDM endpoint over our cores raises no connection events,
  * so this queue holds only what the application writes into it; it exists

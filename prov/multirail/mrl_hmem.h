@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The few CUDA runtime calls multirail needs to place GPU memory, loaded
  * with dlopen at first use so that the provider runs without CUDA.

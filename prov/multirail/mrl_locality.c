@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Locality glue between the provider and mrl_topo: where the rails are,
  * and which of them to prefer for a buffer, a GPU or this process.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Messages and tagged messages pass through on rail 0, so applications that
  * mix FI_MSG/FI_TAGGED with RMA keep one ordered channel for them.  Tags

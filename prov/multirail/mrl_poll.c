@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Poll set: which of a set of our CQs and counters have something new.
  * fi_poll drives progress through them (manual progress), then reports a

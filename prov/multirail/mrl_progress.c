@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Progress: the data path's one loop.  Each rail's private core CQ is read
  * here and every completion goes to its owner, found by the struct

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Parsers of what arrives from the wire (mrl_proto.h): every length and
  * count is checked against the bytes that arrived before anything is read.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Every byte multirail puts on the wire or hands out as a key, in one place:
  *   - the composite address (fi_getname, fi_av_insert, control messages);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Striped RMA: each user operation becomes an engine op (mrl_stripe.c), and
  * each of its chunks a core RMA on one rail.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 #include "mrl_sched.h"
 
 /* The k-th rail (counting from 0) of mask. */

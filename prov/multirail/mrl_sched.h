@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The scheduling policy: pure functions from an operation and the rails'
  * state to a choice, with no libfabric object and no state of their own,

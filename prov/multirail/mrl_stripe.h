@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * The striping engine: turns one RMA operation into chunks on rails and the
  * chunks' completions back into exactly one completion of the operation.

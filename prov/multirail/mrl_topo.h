@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Rail locality: where each rail (NIC) sits relative to a GPU or a NUMA
  * node, from hwloc, and which rails to use for a buffer there.

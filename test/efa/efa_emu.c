@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * efa_emu: provider entry, knobs, fi_getinfo, fabric, domain and memory
  * registration.  Attribute values cite libfabric v2.6.0's prov/efa/src

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * efa_emu: a test-only libfabric provider named "efa", for machines without
  * EFA.  It forwards to tcp (tcp;ofi_rxm on 1.x) and presents what efa

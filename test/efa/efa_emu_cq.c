@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * efa_emu completion queue: tcp's CQ underneath; each core completion is
  * turned into the user operation's (one for both halves of a write), CQ

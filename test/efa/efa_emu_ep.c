@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * efa_emu endpoint and data path.  Every check fails the way efa's source
  * does (efa_rma.c, efa_msg.c; docs/efa-facts.md section 3), or, where efa

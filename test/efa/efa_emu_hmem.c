@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * efa_emu device memory.  efa with GPUDirect reads and writes GPU memory
  * from the NIC; tcp cannot touch it, so here an RMA with device memory on

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Writes the hwloc 2.x XML topologies that test/topo_test and
 # fi_multirail_topo --xml read:
 #   p5.xml    p5.48xlarge-like: 2 NUMA nodes, 8 GPUs, each behind its own
