@@ -295,9 +295,8 @@ struct mrl_peer_fence {
 	uint32_t lost;
 	uint32_t abandoned;		/* fences in flight no send waits for */
 	uint64_t suspect_since_ns;	/* a send first waited on a suspect */
-	uint64_t addr[MRL_MAX_RAILS];	/* a target of the last write there */
-	uint64_t key[MRL_MAX_RAILS];
-	struct mrl_fence req[MRL_MAX_RAILS];
+	struct mrl_fence *req;		/* one per rail of the AV, with the
+					 * peer's first fence */
 };
 
 /* A peer with a rail out of service (mrl_health.c); NULL while healthy. */
@@ -311,6 +310,18 @@ struct mrl_peer_health {
 		bool read, set;
 	} target[MRL_MAX_RAILS];	/* where a probe goes */
 	struct mrl_fence req[MRL_MAX_RAILS];
+};
+
+/* A peer's state on one rail: struct mrl_peer ends with one per AV rail. */
+struct mrl_peer_rail {
+	fi_addr_t core_addr;		/* in that rail's core AV */
+	uint64_t fence_addr, fence_key;	/* a target of the last write there
+					 * (mrl_fence.c flushes to it) */
+	struct {
+		uint32_t since_ms;	/* the streak's first refusal */
+		uint32_t last_ms;	/* and its latest */
+		uint32_t completions;	/* the rail's, then (low bits) */
+	} refused;			/* mrl_health_refused */
 };
 
 struct mrl_peer {
@@ -330,11 +341,6 @@ struct mrl_peer {
 					 * last post there */
 	uint64_t answered_ns;		/* when a control message first came
 					 * from the peer: it runs (0: none) */
-	struct {
-		uint32_t since_ms;	/* the streak's first refusal */
-		uint32_t last_ms;	/* and its latest */
-		uint32_t completions;	/* the rail's, then (low bits) */
-	} refused[MRL_MAX_RAILS];	/* mrl_health_refused */
 	int nrails;			/* rails of the peer we can reach */
 	int peer_nrails;		/* rails the peer has */
 	bool hello_sent;
@@ -350,11 +356,12 @@ struct mrl_peer {
 	int ctrl_refs;			/* our control sends naming it, posted
 					 * or in the backlog */
 	fi_addr_t fi_addr;		/* user's handle, when visible */
-	fi_addr_t core_addr[MRL_MAX_RAILS];
 	fi_addr_t ctrl_addr;		/* its control endpoint (rail 0's AV) */
 	void *addr;			/* composite address */
 	size_t addrlen;
-	struct mrl_key_entry *keys[MRL_KEY_BUCKETS];
+	struct mrl_peer *hnext;		/* its bucket's next (mrl_av.c) */
+	struct mrl_key_entry **keys;	/* MRL_KEY_BUCKETS buckets, with the
+					 * first key asked for */
 	/* the entry the last small op used: programs write to one target
 	 * key again and again (entries live as long as the peer), and the
 	 * rails chosen for it from a buffer near hint_local.  A valid entry
@@ -362,6 +369,7 @@ struct mrl_peer {
 	const struct mrl_key_entry *key_hint;
 	uint32_t hint_local;
 	uint32_t hint_rails;
+	struct mrl_peer_rail rail[];	/* the AV's rails (mrl_av.c) */
 };
 
 struct mrl_ep;
@@ -376,6 +384,9 @@ struct mrl_av {
 	size_t count, size;
 	struct mrl_peer **all;		/* every peer, user's or hidden */
 	size_t nall, sizeall;
+	struct mrl_peer **hash;		/* every peer by its rail-0 address:
+					 * an insert finds its peer in O(1) */
+	size_t nhash;			/* buckets: a power of two */
 	fi_addr_t *rev0;		/* rail-0 core fi_addr -> user fi_addr */
 	size_t nrev0;
 	struct mrl_ep *ep;		/* bound endpoint, for handshakes */
@@ -879,8 +890,8 @@ static inline void mrl_fence_mark(struct mrl_ep *ep, struct mrl_peer *peer,
 
 	f->owner = ep;
 	f->dirty |= 1u << rail;
-	f->addr[rail] = addr;
-	f->key[rail] = key;
+	peer->rail[rail].fence_addr = addr;
+	peer->rail[rail].fence_key = key;
 }
 
 static inline bool mrl_fence_write_posted(struct mrl_ep *ep,

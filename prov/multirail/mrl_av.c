@@ -45,12 +45,14 @@ void mrl_peer_free(struct mrl_peer *peer)
 	struct mrl_key_entry *e, *next;
 	int b;
 
-	for (b = 0; b < MRL_KEY_BUCKETS; b++) {
+	for (b = 0; peer->keys && b < MRL_KEY_BUCKETS; b++) {
 		for (e = peer->keys[b]; e; e = next) {
 			next = e->next;
 			free(e);
 		}
 	}
+	free(peer->keys);
+	free(peer->fence.req);
 	free(peer->health);
 	free(peer->addr);
 	free(peer);
@@ -164,9 +166,9 @@ static void remove_core(struct mrl_av *av, struct mrl_peer *peer, int from,
 	int r;
 
 	for (r = from; r < to; r++) {
-		if (peer->core_addr[r] != FI_ADDR_NOTAVAIL)
-			fi_av_remove(av->core[r], &peer->core_addr[r], 1, 0);
-		peer->core_addr[r] = FI_ADDR_NOTAVAIL;
+		if (peer->rail[r].core_addr != FI_ADDR_NOTAVAIL)
+			fi_av_remove(av->core[r], &peer->rail[r].core_addr, 1, 0);
+		peer->rail[r].core_addr = FI_ADDR_NOTAVAIL;
 	}
 }
 
@@ -180,14 +182,14 @@ int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from)
 	int to = peer->learned ? 1 : peer->nrails, r, ret;
 
 	for (r = from; r < to; r++) {
-		if (peer->core_addr[r] != FI_ADDR_NOTAVAIL)
+		if (peer->rail[r].core_addr != FI_ADDR_NOTAVAIL)
 			continue;
 		ret = fi_av_insert(av->core[r], mrl_addr_rail(peer->addr, r), 1,
-				   &peer->core_addr[r], 0, NULL);
+				   &peer->rail[r].core_addr, 0, NULL);
 		if (ret != 1) {
 			MRL_WARN(FI_LOG_AV, "rail %d: core fi_av_insert: %d\n",
 				 r, ret);
-			peer->core_addr[r] = FI_ADDR_NOTAVAIL;
+			peer->rail[r].core_addr = FI_ADDR_NOTAVAIL;
 			remove_core(av, peer, from, r);
 			return ret < 0 ? ret : -FI_EINVAL;
 		}
@@ -216,14 +218,75 @@ static void insert_ctrl(struct mrl_av *av, struct mrl_peer *peer)
 	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
 }
 
+/*
+ * Peers are found by their rail-0 address, the same in every form of a
+ * peer's address (partial or full): FNV-1a over its bytes picks a bucket.
+ */
+static size_t mrl_av_bucket(const struct mrl_av *av, const void *addr)
+{
+	const struct mrl_addr_hdr *hdr = addr;
+	const uint8_t *b = mrl_addr_rail(addr, 0);
+	uint64_t h = 0xcbf29ce484222325ull;
+	size_t i;
+
+	for (i = 0; i < hdr->rail_addrlen; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return (size_t) (h ^ (h >> 32)) & (av->nhash - 1);
+}
+
+static void mrl_av_hash_add(struct mrl_av *av, struct mrl_peer *peer)
+{
+	size_t b = mrl_av_bucket(av, peer->addr);
+
+	peer->hnext = av->hash[b];
+	av->hash[b] = peer;
+}
+
+static void mrl_av_hash_del(struct mrl_av *av, struct mrl_peer *peer)
+{
+	struct mrl_peer **p = &av->hash[mrl_av_bucket(av, peer->addr)];
+
+	while (*p && *p != peer)
+		p = &(*p)->hnext;
+	if (*p)
+		*p = peer->hnext;
+}
+
+/* Room for one more peer at no more than 2 a bucket on average. */
+static int mrl_av_hash_reserve(struct mrl_av *av)
+{
+	struct mrl_peer **old = av->hash;
+	size_t nold = av->nhash, n = nold ? nold : 64, i;
+	struct mrl_peer *p, *next;
+
+	if (av->nall + 1 <= 2 * nold)
+		return 0;
+	while (av->nall + 1 > 2 * n)
+		n *= 2;
+	av->hash = calloc(n, sizeof(*av->hash));
+	if (!av->hash) {
+		av->hash = old;
+		return -FI_ENOMEM;
+	}
+	av->nhash = n;
+	for (i = 0; i < nold; i++) {
+		for (p = old[i]; p; p = next) {
+			next = p->hnext;
+			mrl_av_hash_add(av, p);
+		}
+	}
+	free(old);
+	return 0;
+}
+
 static struct mrl_peer *find_peer(struct mrl_av *av, const void *addr)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 	struct mrl_peer *p;
-	size_t i;
 
-	for (i = 0; i < av->nall; i++) {
-		p = av->all[i];
+	if (!av->nhash)
+		return NULL;
+	for (p = av->hash[mrl_av_bucket(av, addr)]; p; p = p->hnext) {
 		if (((struct mrl_addr_hdr *) p->addr)->rail_addrlen ==
 		    hdr->rail_addrlen &&
 		    !memcmp(mrl_addr_rail(p->addr, 0), mrl_addr_rail(addr, 0),
@@ -247,9 +310,11 @@ static int take_full_addr(struct mrl_av *av, struct mrl_peer *peer,
 	if (!copy)
 		return -FI_ENOMEM;
 	memcpy(copy, addr, len);
+	mrl_av_hash_del(av, peer);	/* rail 0 stays: its bucket too */
 	free(peer->addr);
 	peer->addr = copy;
 	peer->addrlen = len;
+	mrl_av_hash_add(av, peer);
 	peer->peer_nrails = hdr->nrails;
 	peer->nrails = hdr->nrails < av->nrails ? hdr->nrails : av->nrails;
 	peer->key_hint = NULL;	/* its rails were for the old nrails */
@@ -313,9 +378,10 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
 
 	*err = -FI_ENOMEM;
 	if (grow((void **) &av->all, &av->sizeall, av->nall + 1,
-		 sizeof(*av->all)))
+		 sizeof(*av->all)) || mrl_av_hash_reserve(av))
 		return NULL;
-	peer = calloc(1, sizeof(*peer));
+	peer = calloc(1, sizeof(*peer) + (size_t) av->nrails *
+		      sizeof(peer->rail[0]));
 	if (!peer)
 		return NULL;
 	peer->addr = malloc(len);
@@ -330,8 +396,8 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
 	peer->nrails = hdr->nrails < av->nrails ? hdr->nrails : av->nrails;
 	peer->fi_addr = FI_ADDR_NOTAVAIL;
 	peer->learned = learned;
-	for (r = 0; r < MRL_MAX_RAILS; r++)
-		peer->core_addr[r] = FI_ADDR_NOTAVAIL;
+	for (r = 0; r < av->nrails; r++)
+		peer->rail[r].core_addr = FI_ADDR_NOTAVAIL;
 	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
 	*err = mrl_av_insert_core(av, peer, 0);
 	if (!*err)
@@ -341,6 +407,7 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
 		return NULL;
 	}
 	av->all[av->nall++] = peer;
+	mrl_av_hash_add(av, peer);
 	return peer;
 }
 
@@ -357,7 +424,7 @@ static bool may_complete(const struct mrl_av *av, const struct mrl_peer *peer,
 			 const struct mrl_ctrl_from *from)
 {
 	if (av->domain->ctrl_own_ep && !mrl_addr_ctrl(peer->addr))
-		return !from->checked || from->src == peer->core_addr[0];
+		return !from->checked || from->src == peer->rail[0].core_addr;
 	return peer->hello_nonce && from->ack_nonce == peer->hello_nonce;
 }
 
@@ -366,7 +433,7 @@ static struct mrl_peer *peer_at(const struct mrl_av *av, fi_addr_t core0)
 	size_t i;
 
 	for (i = 0; i < av->nall; i++) {
-		if (av->all[i]->core_addr[0] == core0 ||
+		if (av->all[i]->rail[0].core_addr == core0 ||
 		    av->all[i]->ctrl_addr == core0)
 			return av->all[i];
 	}
@@ -424,6 +491,7 @@ static void evict(struct mrl_av *av, size_t i)
 	struct mrl_peer *peer = av->all[i];
 
 	mrl_health_forget_peer(peer);
+	mrl_av_hash_del(av, peer);
 	mrl_peer_free(peer);
 	av->all[i] = av->all[--av->nall];
 	av->nlearned--;
@@ -540,7 +608,7 @@ static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 	if (ret)
 		return ret;
 	if (!peer->visible) {
-		ret = set_rev0(av, peer->core_addr[0], av->count);
+		ret = set_rev0(av, peer->rail[0].core_addr, av->count);
 		if (ret)
 			return ret;
 		if (peer->learned)
@@ -607,7 +675,7 @@ static int mrl_av_insertsvc(struct fid_av *av, const char *node,
  */
 static void unpublish(struct mrl_av *av, struct mrl_peer *peer)
 {
-	fi_addr_t core0 = peer->core_addr[0];
+	fi_addr_t core0 = peer->rail[0].core_addr;
 
 	if (core0 != FI_ADDR_NOTAVAIL && core0 < av->nrev0 &&
 	    av->rev0[core0] == peer->fi_addr)
@@ -708,6 +776,7 @@ static void av_free(struct mrl_av *av)
 		if (av->core[r])
 			fi_close(&av->core[r]->fid);
 	free(av->all);
+	free(av->hash);
 	free(av->table);
 	free(av->rev0);
 	free(av);

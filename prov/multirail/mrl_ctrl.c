@@ -387,7 +387,7 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 	buf->rail = rail;
 	buf->peer = peer;
 	peer->ctrl_refs++;		/* it may not be evicted meanwhile */
-	buf->dest = ep->ctrl_ep ? peer->ctrl_addr : peer->core_addr[rail];
+	buf->dest = ep->ctrl_ep ? peer->ctrl_addr : peer->rail[rail].core_addr;
 
 	/* behind what still waits for this destination: each keeps its order */
 	backlog_add(ep, buf);
@@ -499,6 +499,7 @@ void mrl_ctrl_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
 	}
 }
 
+/* The peer's key buckets come with its first key: most peers have none. */
 static struct mrl_key_entry **bucket(struct mrl_peer *peer, uint64_t key)
 {
 	return &peer->keys[(key ^ (key >> 17) ^ (key >> 35)) %
@@ -509,6 +510,8 @@ static struct mrl_key_entry *find_key(struct mrl_peer *peer, uint64_t key)
 {
 	struct mrl_key_entry *e;
 
+	if (!peer->keys)
+		return NULL;
 	for (e = *bucket(peer, key); e; e = e->next)
 		if (e->key == key)
 			return e;
@@ -604,6 +607,11 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 	if (peer->partial) {
 		mrl_ctrl_hello(ep, peer);
 		return NULL;
+	}
+	if (!peer->keys) {
+		peer->keys = calloc(MRL_KEY_BUCKETS, sizeof(*peer->keys));
+		if (!peer->keys)
+			return NULL;
 	}
 	e = calloc(1, sizeof(*e));
 	if (!e)

@@ -32,6 +32,7 @@
  * and the sends after it go on).  A fence in flight when its rail goes out
  * has already waited that long: its writes count as lost at once.
  */
+#include <stdlib.h>
 #include <time.h>
 
 #include "mrl.h"
@@ -41,19 +42,31 @@ static uint32_t bit(int rail)
 	return 1u << rail;
 }
 
+/* A peer's fence requests, one per rail, come with its first fence. */
+static struct mrl_fence *fence_req(struct mrl_ep *ep, struct mrl_peer *peer,
+				   int rail)
+{
+	if (!peer->fence.req)
+		peer->fence.req = calloc(ep->nrails, sizeof(*peer->fence.req));
+	return peer->fence.req ? &peer->fence.req[rail] : NULL;
+}
+
 static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
 	struct mrl_peer_fence *f = &peer->fence;
-	struct mrl_fence *req = &f->req[rail];
-	struct fi_rma_iov rma = { .addr = f->addr[rail], .len = 0,
-				  .key = f->key[rail] };
+	struct mrl_fence *req = fence_req(ep, peer, rail);
+	struct fi_rma_iov rma = { .addr = peer->rail[rail].fence_addr,
+				  .len = 0, .key = peer->rail[rail].fence_key };
 	struct fi_msg_rma msg = {
 		.msg_iov = NULL, .desc = NULL, .iov_count = 0,
-		.addr = peer->core_addr[rail], .rma_iov = &rma,
-		.rma_iov_count = 1, .context = &req->hdr,
+		.addr = peer->rail[rail].core_addr, .rma_iov = &rma,
+		.rma_iov_count = 1,
 	};
 	ssize_t ret;
 
+	if (!req)
+		return -FI_EAGAIN;	/* no memory: the send tries again */
+	msg.context = &req->hdr;
 	req->hdr.kind = MRL_REQ_FENCE;
 	req->peer = peer;
 	req->rail = rail;
@@ -218,6 +231,10 @@ void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err)
 /* ep is closing: its fences were flushed or cancelled with its rails. */
 void mrl_fence_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
 {
-	if (peer->fence.owner == ep)
+	struct mrl_fence *req = peer->fence.req;
+
+	if (peer->fence.owner == ep) {
 		memset(&peer->fence, 0, sizeof(peer->fence));
+		peer->fence.req = req;	/* the peer's, kept for the next */
+	}
 }

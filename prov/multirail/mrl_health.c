@@ -291,13 +291,13 @@ void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		ep->now_ns = clock_ns();
 	now_ms = (uint32_t) (ep->now_ns / 1000000);	/* differences wrap */
 	if (!(peer->refused_rails & bit(rail)) ||
-	    peer->refused[rail].completions != done ||
-	    now_ms - peer->refused[rail].last_ms > gap)
-		peer->refused[rail].since_ms = now_ms;
-	peer->refused[rail].last_ms = now_ms;
-	peer->refused[rail].completions = done;
+	    peer->rail[rail].refused.completions != done ||
+	    now_ms - peer->rail[rail].refused.last_ms > gap)
+		peer->rail[rail].refused.since_ms = now_ms;
+	peer->rail[rail].refused.last_ms = now_ms;
+	peer->rail[rail].refused.completions = done;
 	peer->refused_rails |= bit(rail);
-	streak_ms = now_ms - peer->refused[rail].since_ms;
+	streak_ms = now_ms - peer->rail[rail].refused.since_ms;
 	if (!past_deadline(ep, peer, rail, streak_ms * 1000000ull))
 		return;
 	peer->refused_rails &= ~bit(rail);
@@ -419,7 +419,7 @@ static void post_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 	struct fi_rma_iov rma = { .addr = h->target[rail].addr, .len = 0,
 				  .key = h->target[rail].key };
 	struct fi_msg_rma msg = {
-		.addr = peer->core_addr[rail], .rma_iov = &rma,
+		.addr = peer->rail[rail].core_addr, .rma_iov = &rma,
 		.rma_iov_count = 1, .context = &req->hdr,
 	};
 	ssize_t ret;

@@ -121,7 +121,7 @@ static int core_addr(struct mrl_ep *ep, fi_addr_t addr, bool tx,
 			 (unsigned long) addr);
 		return -FI_EINVAL;
 	}
-	*out = peer->core_addr[0];
+	*out = peer->rail[0].core_addr;
 	if (peer_out)
 		*peer_out = peer;
 	if (tx && ep->ctrl_ep)

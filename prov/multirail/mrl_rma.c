@@ -192,7 +192,7 @@ static ssize_t post_plain(struct mrl_ep *ep, const struct mrl_chunk *chunk,
 	struct fid_ep *core = ep->rails[chunk->rail].ep;
 	void *desc = mr ? mr->core_desc[chunk->rail] : NULL;
 	void *ctx = mrl_chunk_hdr((struct mrl_chunk *) chunk);
-	fi_addr_t dest = peer->core_addr[chunk->rail];
+	fi_addr_t dest = peer->rail[chunk->rail].core_addr;
 
 	if (op->kind == MRL_OP_READ)
 		return fi_read(core, op->iov[0].iov_base, op->len, desc, dest,
@@ -218,7 +218,7 @@ static ssize_t post_msg(struct mrl_ep *ep, const struct mrl_chunk *chunk,
 	};
 	struct fi_msg_rma msg = {
 		.msg_iov = iov, .desc = desc, .rma_iov = &rma,
-		.rma_iov_count = 1, .addr = peer->core_addr[chunk->rail],
+		.rma_iov_count = 1, .addr = peer->rail[chunk->rail].core_addr,
 		.context = mrl_chunk_hdr((struct mrl_chunk *) chunk),
 		.data = op->data,
 	};
@@ -361,7 +361,7 @@ int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 	ret = mrl_fence_progress(ep, peer);
 	if (ret)
 		return ret;
-	*addr = peer->core_addr[0];
+	*addr = peer->rail[0].core_addr;
 	*key0 = keyv[0];
 	return 0;
 }
@@ -677,7 +677,7 @@ ssize_t post_whole(struct mrl_ep *ep, const struct one_args *a,
 	int rail = chunk->rail;
 	struct fid_ep *core = ep->rails[rail].ep;
 	void *desc = mr ? mr->core_desc[rail] : NULL;
-	fi_addr_t dest = ((struct mrl_peer *) op->peer)->core_addr[rail];
+	fi_addr_t dest = ((struct mrl_peer *) op->peer)->rail[rail].core_addr;
 
 	if (a->kind == MRL_OP_READ)
 		return fi_read(core, op->iov[0].iov_base, op->len, desc, dest,

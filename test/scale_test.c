@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * The cost of a peer in the AV, as a cluster's all-to-all or a KV-cache
+ * server puts thousands in one endpoint's AV: fi_av_insert one at a time
+ * into an FI_AV_TABLE of distinct peers made from the endpoint's own address
+ * with other ports on every rail (nothing connects: no op is posted).
+ *
+ *   scale_test [-n peers] [-b batch] [-c]
+ *
+ * Prints, per batch of -b inserts (default 1024), the microseconds of
+ * the thread's CPU time per insert (not the wall clock: make check runs
+ * tests side by side) and the resident memory per peer so far
+ * (/proc/self/statm); then
+ * checks that the time per insert stays flat: the median of the last
+ * three batches within twice that of batches 2-4 (the first warms the
+ * caches), or both under 5 us.  -c: the check is not made (the benchmark's table alone).
+ * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS; MRL_TEST_PROV names
+ * the provider (default multirail; a core's name measures the core alone,
+ * whose address is one sockaddr).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include "util.h"
+#include "mrl_proto.h"	/* struct mrl_addr_hdr: rails follow it */
+
+static double median3(const double *v)
+{
+	double a = v[0], b = v[1], c = v[2];
+
+	if (a > b) { double t = a; a = b; b = t; }
+	if (b > c) { double t = b; b = c; c = t; }
+	return a > b ? a : b;
+}
+
+/* The thread's own CPU time: the check must hold on a loaded machine. */
+static double cpu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static long rss_bytes(void)
+{
+	long pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+			rss = 0;
+		fclose(f);
+	}
+	return rss * sysconf(_SC_PAGESIZE);
+}
+
+/* Peer i: every rail's sockaddr with port 1024 + i (sin_port and
+ * sin6_port sit at the same offset). */
+static void make_peer(uint8_t *out, const uint8_t *self, size_t len,
+		      int ours, uint32_t i)
+{
+	const struct mrl_addr_hdr *hdr = (const void *) self;
+	uint16_t port = (uint16_t) (1024 + i % 60000);
+	uint8_t hi = (uint8_t) (port >> 8), lo = (uint8_t) port;
+	int r, n = ours ? hdr->nrails : 1;
+	uint8_t *a;
+
+	memcpy(out, self, len);
+	for (r = 0; r < n; r++) {
+		a = ours ? out + sizeof(*hdr) + (size_t) r * hdr->rail_addrlen :
+			   out;
+		a[2] = hi;
+		a[3] = lo;
+		if (i >= 60000)		/* past the ports: another address */
+			a[4] ^= (uint8_t) (i / 60000);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *prov = getenv("MRL_TEST_PROV") ? getenv("MRL_TEST_PROV") :
+			   "multirail";
+	uint32_t npeers = 16384, batch = 1024, i;
+	int ours = !strcmp(prov, "multirail") || strstr(prov, ";multirail"),
+	    check = 1, c;
+	struct fi_info *hints = fi_allocinfo(), *info;
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT };
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	uint8_t self[1024], peer[1024];
+	size_t len = sizeof(self);
+	double t0, first = 0, t, per_us = 0, per[64];
+	int nb = 0;
+	long rss0;
+	fi_addr_t fa;
+
+	while ((c = getopt(argc, argv, "n:b:c")) != -1) {
+		switch (c) {
+		case 'n': npeers = (uint32_t) strtoul(optarg, NULL, 0); break;
+		case 'b': batch = (uint32_t) strtoul(optarg, NULL, 0); break;
+		case 'c': check = 0; break;
+		default:
+			die("usage: scale_test [-n peers] [-b batch] [-c]");
+		}
+	}
+	if (!batch || npeers < 6 * batch || npeers / batch > 64)
+		die("-n must be 6 to 64 times -b");
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG | FI_RMA;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->fabric_attr->prov_name = strdup(prov);
+	CHK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+	CHK(fi_fabric(info->fabric_attr, &fabric, NULL));
+	CHK(fi_domain(fabric, info, &domain, NULL));
+	CHK(fi_av_open(domain, &av_attr, &av, NULL));
+	CHK(fi_endpoint(domain, info, &ep, NULL));
+	CHK(fi_cq_open(domain, &cq_attr, &cq, NULL));
+	CHK(fi_ep_bind(ep, &av->fid, 0));
+	CHK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+	CHK(fi_enable(ep));
+	CHK(fi_getname(&ep->fid, self, &len));
+	printf("%s, domain %s, address %zu bytes\n", prov,
+	       info->domain_attr->name, len);
+	printf("%8s %12s %12s\n", "peers", "us/insert", "B/peer");
+	rss0 = rss_bytes();
+	t0 = cpu_now();
+	for (i = 0; i < npeers; i++) {
+		make_peer(peer, self, len, ours, i);
+		if (fi_av_insert(av, peer, 1, &fa, 0, NULL) != 1 || fa != i)
+			die("fi_av_insert of peer %u", i);
+		if ((i + 1) % batch)
+			continue;
+		t = cpu_now();
+		per_us = (t - t0) * 1e6 / batch;
+		printf("%8u %12.2f %12ld\n", i + 1, per_us,
+		       (rss_bytes() - rss0) / (long) (i + 1));
+		if (nb < 64)
+			per[nb++] = per_us;
+		t0 = cpu_now();
+	}
+	/* the median of batches 2-4 against that of the last three */
+	first = median3(per + 1);
+	per_us = median3(per + nb - 3);
+	if (check && !(per_us <= 2 * first || (per_us < 5 && first < 5)))
+		die("the time per insert grew with the AV: %.2f us at %u "
+		    "peers, %.2f us at %u", per_us, npeers, first, 3 * batch);
+	fi_close(&ep->fid);
+	fi_close(&cq->fid);
+	fi_close(&av->fid);
+	fi_close(&domain->fid);
+	fi_close(&fabric->fid);
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+	printf("PASS\n");
+	return 0;
+}
