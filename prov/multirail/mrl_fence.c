@@ -27,10 +27,12 @@
  * must then not arrive as if they had landed.  When a rail goes out of
  * service for a peer with writes unflushed, the next send's fence there
  * decides: it completes (they landed; the send goes), or it fails, stays
- * stuck past FI_MULTIRAIL_RAIL_TIMEOUT_MS or cannot be posted (they are
+ * stuck past FI_MULTIRAIL_RAIL_TIMEOUT_MS from when the rail went out or
+ * the fence was posted, whichever is later, or cannot be posted (they are
  * lost: the send fails with -FI_EIO, the loss is warned of and counted,
- * and the sends after it go on).  A fence in flight when its rail goes out
- * has already waited that long: its writes count as lost at once.
+ * and the sends after it go on).  A rail taken out for being slow (32
+ * connections starting on a loaded host) still completes its fence: no
+ * send fails for it.
  */
 #include <stdlib.h>
 #include <time.h>
@@ -40,6 +42,14 @@
 static uint32_t bit(int rail)
 {
 	return 1u << rail;
+}
+
+static uint64_t mrl_fence_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 /* A peer's fence requests, one per rail, come with its first fence. */
@@ -79,6 +89,8 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		ep->rails[rail].fences++;
 		f->dirty &= ~bit(rail);
 		f->inflight |= bit(rail);
+		if (f->suspect & bit(rail))	/* its deadline starts now */
+			f->suspect_since_ns = mrl_fence_clock_ns();
 		mrl_health_posted(peer, rail);
 	} else if (ret == -FI_EAGAIN) {
 		/* a rail that refuses every flush is taken out after the
@@ -94,14 +106,6 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		f->dirty &= ~bit(rail);
 	}
 	return (int) ret;
-}
-
-static uint64_t mrl_fence_clock_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 /*
@@ -127,10 +131,9 @@ void mrl_fence_lost(struct mrl_peer *peer, int rail)
 }
 
 /*
- * rail went out of service for peer.  Unflushed writes there become
- * suspect; those a fence in flight covers are lost (see the top).  Where
- * a completed write has landed (efa), none is lost and no send waits for
- * the rail.
+ * rail went out of service for peer.  Unflushed writes there, and those a
+ * fence in flight covers, become suspect (see the top).  Where a completed
+ * write has landed (efa), none is lost and no send waits for the rail.
  */
 void mrl_fence_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
@@ -140,10 +143,10 @@ void mrl_fence_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 	if (ep->domain->acked_writes) {
 		f->abandoned |= f->inflight & b;
 		f->dirty &= ~b;
-	} else if (f->inflight & b & ~f->abandoned)
-		mrl_fence_lost(peer, rail);
-	else if (f->dirty & b)
+	} else if ((f->dirty | f->inflight) & b & ~f->abandoned) {
 		f->suspect |= b;
+		f->suspect_since_ns = mrl_fence_clock_ns();
+	}
 }
 
 /* The send that learns of a loss fails; the sends after it go on. */
@@ -159,8 +162,9 @@ static int mrl_fence_report_loss(struct mrl_ep *ep, struct mrl_peer *peer)
 }
 
 /*
- * Suspect rails whose fences have not answered within the deadline, from
- * the send's first wait, have lost their writes.  With the deadline off
+ * Suspect rails whose fences have not answered within the deadline (from
+ * the latest of: a rail going out, a fence posted on a suspect rail, or
+ * the send's first wait) have lost their writes.  With the deadline off
  * (FI_MULTIRAIL_RAIL_TIMEOUT_MS=0) the core's verdict is awaited.
  */
 static void mrl_fence_suspects_due(struct mrl_peer *peer)
