@@ -199,7 +199,10 @@ struct mrl_domain {
 	pthread_mutex_t lock;
 	bool locking;			/* false under FI_THREAD_DOMAIN */
 	int children;			/* open objects: close is -FI_EBUSY */
-	struct mrl_list mrs;		/* registrations, for key lookup */
+	struct mrl_list mrs;		/* registrations */
+	struct mrl_mr **mr_hash;	/* the keyed ones by key: a peer's key
+					 * question is answered in O(1) */
+	size_t mr_nhash, mr_nhashed;
 	struct mrl_raw_map *raw_maps;	/* fi_mr_map_raw results */
 	size_t nraw_maps;
 	enum mrl_policy policy;
@@ -222,6 +225,8 @@ struct mrl_mr {
 	uint64_t access;		/* FI_REMOTE_*: what peers may do */
 	uint32_t near_mask;		/* rails nearest the buffer; 0: any */
 	struct mrl_list link;
+	struct mrl_mr *hnext;		/* its key's bucket (mrl_mr_find) */
+	bool hashed;
 };
 
 struct mrl_raw_map {

@@ -36,6 +36,7 @@ static int mrl_domain_close(struct fid *fid)
 	close_rails(dom);
 	fi_freeinfo(dom->info);
 	free(dom->raw_maps);
+	free(dom->mr_hash);
 	pthread_mutex_destroy(&dom->lock);
 	free(dom);
 	return 0;

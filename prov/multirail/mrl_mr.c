@@ -34,6 +34,8 @@ static void close_core(struct mrl_mr *mr)
 	}
 }
 
+static void mrl_mr_unhash(struct mrl_mr *mr);
+
 static int mrl_mr_close(struct fid *fid)
 {
 	struct mrl_mr *mr = to_mr(fid);
@@ -41,6 +43,7 @@ static int mrl_mr_close(struct fid *fid)
 
 	mrl_lock(dom);
 	mrl_list_del(&mr->link);
+	mrl_mr_unhash(mr);
 	mrl_unlock(dom);
 	close_core(mr);
 	free(mr);
@@ -49,11 +52,85 @@ static int mrl_mr_close(struct fid *fid)
 
 /* Our key, from rail 0's (see the top of this file).  Domain locked: the
  * generation is shared by every thread registering on the domain. */
-static void set_key(struct mrl_mr *mr)
+/*
+ * Registrations by our key, so that a peer's key question (anyone who
+ * reaches rail 0 may ask) costs one bucket, not a walk of every
+ * registration.  Domain locked.
+ */
+static size_t mrl_mr_bucket(const struct mrl_domain *dom, uint64_t key)
+{
+	key ^= key >> 33;
+	key *= 0xff51afd7ed558ccdull;
+	key ^= key >> 33;
+	return (size_t) key & (dom->mr_nhash - 1);
+}
+
+static void mrl_mr_unhash(struct mrl_mr *mr)
+{
+	struct mrl_domain *dom = mr->domain;
+	struct mrl_mr **p;
+
+	if (!mr->hashed)
+		return;
+	p = &dom->mr_hash[mrl_mr_bucket(dom, mr->mr_fid.key)];
+	while (*p && *p != mr)
+		p = &(*p)->hnext;
+	if (*p)
+		*p = mr->hnext;
+	mr->hashed = false;
+	dom->mr_nhashed--;
+}
+
+/* Room for one more at no more than 2 a bucket on average. */
+static int mrl_mr_hash_reserve(struct mrl_domain *dom)
+{
+	struct mrl_mr **old = dom->mr_hash, *mr, *next;
+	size_t nold = dom->mr_nhash, n = nold ? nold : 64, i, b;
+
+	if (dom->mr_nhashed + 1 <= 2 * nold)
+		return 0;
+	while (dom->mr_nhashed + 1 > 2 * n)
+		n *= 2;
+	dom->mr_hash = calloc(n, sizeof(*dom->mr_hash));
+	if (!dom->mr_hash) {
+		dom->mr_hash = old;
+		return -FI_ENOMEM;
+	}
+	dom->mr_nhash = n;
+	for (i = 0; i < nold; i++) {
+		for (mr = old[i]; mr; mr = next) {
+			next = mr->hnext;
+			b = mrl_mr_bucket(dom, mr->mr_fid.key);
+			mr->hnext = dom->mr_hash[b];
+			dom->mr_hash[b] = mr;
+		}
+	}
+	free(old);
+	return 0;
+}
+
+static int mrl_mr_hash(struct mrl_mr *mr)
+{
+	struct mrl_domain *dom = mr->domain;
+	size_t b;
+	int ret = mrl_mr_hash_reserve(dom);
+
+	if (ret)
+		return ret;
+	b = mrl_mr_bucket(dom, mr->mr_fid.key);
+	mr->hnext = dom->mr_hash[b];
+	dom->mr_hash[b] = mr;
+	mr->hashed = true;
+	dom->mr_nhashed++;
+	return 0;
+}
+
+static int set_key(struct mrl_mr *mr)
 {
 	struct mrl_domain *dom = mr->domain;
 	int i;
 
+	mrl_mr_unhash(mr);
 	mr->key0 = fi_mr_key(mr->core[0]);
 	mr->mr_fid.key = mr->key0;
 	/* 32-bit core keys: ours carry a generation above them */
@@ -61,6 +138,7 @@ static void set_key(struct mrl_mr *mr)
 		mr->mr_fid.key = mrl_key_with_gen(++dom->key_gen, mr->key0);
 	for (i = 0; i < dom->nrails; i++)
 		mr->core_desc[i] = fi_mr_desc(mr->core[i]);
+	return mrl_mr_hash(mr);
 }
 
 static int raw_attr(struct mrl_mr *mr, struct fi_mr_raw_attr *attr)
@@ -102,9 +180,9 @@ static int mrl_mr_control(struct fid *fid, int command, void *arg)
 				return ret;
 		}
 		mrl_lock(mr->domain);
-		set_key(mr);
+		ret = set_key(mr);
 		mrl_unlock(mr->domain);
-		return 0;
+		return ret;
 	case FI_GET_RAW_MR:
 		return raw_attr(mr, arg);
 	default:
@@ -224,10 +302,15 @@ int mrl_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	mr->mr_fid.fid.ops = &mrl_mr_fi_ops;
 	mr->mr_fid.mem_desc = mr;
 	mrl_lock(dom);
-	if (!(dom->mr_mode & FI_MR_ENDPOINT))
-		set_key(mr);
-	mrl_list_add_tail(&dom->mrs, &mr->link);
+	ret = dom->mr_mode & FI_MR_ENDPOINT ? 0 : set_key(mr);
+	if (!ret)
+		mrl_list_add_tail(&dom->mrs, &mr->link);
 	mrl_unlock(dom);
+	if (ret) {
+		close_core(mr);
+		free(mr);
+		return ret;
+	}
 	*mr_out = &mr->mr_fid;
 	return 0;
 }
@@ -262,14 +345,13 @@ int mrl_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
 /* Target side: the registration behind one of our keys.  Domain locked. */
 struct mrl_mr *mrl_mr_find(struct mrl_domain *dom, uint64_t key)
 {
-	struct mrl_list *cur;
 	struct mrl_mr *mr;
 
-	for (cur = dom->mrs.next; cur != &dom->mrs; cur = cur->next) {
-		mr = mrl_container_of(cur, struct mrl_mr, link);
+	if (!dom->mr_nhash)
+		return NULL;
+	for (mr = dom->mr_hash[mrl_mr_bucket(dom, key)]; mr; mr = mr->hnext)
 		if (mr->mr_fid.key == key && mr->core[0])
 			return mr;
-	}
 	return NULL;
 }
 
