@@ -24,11 +24,6 @@ void mrl_ep_progress(struct mrl_ep *ep)
 	(void) ep;
 }
 
-int mrl_fid_nosys(void)
-{
-	return -FI_ENOSYS;
-}
-
 /* A core counter: value and errors set by the test; an error may arrive
  * after some reads, as if during a wait. */
 struct fake_cntr {

@@ -26,11 +26,6 @@
 
 struct fi_provider mrl_prov = { .name = "multirail" };
 
-int mrl_fid_nosys(void)
-{
-	return -FI_ENOSYS;
-}
-
 /* What locality was asked: device memory must be placed by its device. */
 static struct {
 	enum fi_hmem_iface iface;

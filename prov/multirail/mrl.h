@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "mrl_enosys.h"
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -1093,8 +1094,6 @@ static inline void mrl_domain_release(struct mrl_domain *d)
 	__atomic_sub_fetch(&d->children, 1, __ATOMIC_RELAXED);
 }
 
-int mrl_fid_nosys(void);
-ssize_t mrl_ssize_nosys(void);
 size_t mrl_iov_len(const struct iovec *iov, size_t count);
 
 #endif /* MRL_H */

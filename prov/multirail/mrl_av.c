@@ -800,16 +800,16 @@ static int mrl_av_close(struct fid *fid)
 static struct fi_ops mrl_av_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = mrl_av_close,
-	.bind = (void *) mrl_fid_nosys,
-	.control = (void *) mrl_fid_nosys,
-	.ops_open = (void *) mrl_fid_nosys,
+	.bind = mrl_no_bind,
+	.control = mrl_no_control,
+	.ops_open = mrl_no_ops_open,
 };
 
 static struct fi_ops_av mrl_av_ops = {
 	.size = sizeof(struct fi_ops_av),
 	.insert = mrl_av_insert,
 	.insertsvc = mrl_av_insertsvc,
-	.insertsym = (void *) mrl_fid_nosys,
+	.insertsym = mrl_no_insertsym,
 	.remove = mrl_av_remove,
 	.lookup = mrl_av_lookup,
 	.straddr = mrl_av_straddr,

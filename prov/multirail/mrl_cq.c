@@ -409,9 +409,9 @@ static int mrl_cq_close(struct fid *fid)
 static struct fi_ops mrl_cq_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = mrl_cq_close,
-	.bind = (void *) mrl_fid_nosys,
-	.control = (void *) mrl_fid_nosys,
-	.ops_open = (void *) mrl_fid_nosys,
+	.bind = mrl_no_bind,
+	.control = mrl_no_control,
+	.ops_open = mrl_no_ops_open,
 };
 
 static struct fi_ops_cq mrl_cq_ops = {
@@ -421,7 +421,7 @@ static struct fi_ops_cq mrl_cq_ops = {
 	.readerr = mrl_cq_readerr,
 	.sread = mrl_cq_sread,
 	.sreadfrom = mrl_cq_sreadfrom,
-	.signal = (void *) mrl_fid_nosys,
+	.signal = mrl_no_cq_signal,
 	.strerror = mrl_cq_strerror,
 };
 

@@ -63,9 +63,9 @@ static int mrl_domain_control(struct fid *fid, int command, void *arg)
 static struct fi_ops mrl_domain_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = mrl_domain_close,
-	.bind = (void *) mrl_fid_nosys,
+	.bind = mrl_no_bind,
 	.control = mrl_domain_control,
-	.ops_open = (void *) mrl_fid_nosys,
+	.ops_open = mrl_no_ops_open,
 };
 
 static struct fi_ops_domain mrl_domain_ops = {
@@ -73,13 +73,13 @@ static struct fi_ops_domain mrl_domain_ops = {
 	.av_open = mrl_av_open,
 	.cq_open = mrl_cq_open,
 	.endpoint = mrl_ep_open,
-	.scalable_ep = (void *) mrl_fid_nosys,
+	.scalable_ep = mrl_no_scalable_ep,
 	.cntr_open = mrl_cntr_open,
 	.poll_open = mrl_poll_open,
-	.stx_ctx = (void *) mrl_fid_nosys,
-	.srx_ctx = (void *) mrl_fid_nosys,
+	.stx_ctx = mrl_no_stx_ctx,
+	.srx_ctx = mrl_no_srx_ctx,
 	.query_atomic = mrl_query_atomic,
-	.query_collective = (void *) mrl_fid_nosys,
+	.query_collective = mrl_no_query_collective,
 };
 
 static struct fi_ops_mr mrl_mr_ops = {

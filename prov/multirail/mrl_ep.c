@@ -378,15 +378,15 @@ out:
 
 static struct fi_ops_cm mrl_cm_ops = {
 	.size = sizeof(struct fi_ops_cm),
-	.setname = (void *) mrl_fid_nosys,
+	.setname = mrl_no_setname,
 	.getname = mrl_ep_getname,
-	.getpeer = (void *) mrl_fid_nosys,
-	.connect = (void *) mrl_fid_nosys,
-	.listen = (void *) mrl_fid_nosys,
-	.accept = (void *) mrl_fid_nosys,
-	.reject = (void *) mrl_fid_nosys,
-	.shutdown = (void *) mrl_fid_nosys,
-	.join = (void *) mrl_fid_nosys,
+	.getpeer = mrl_no_getpeer,
+	.connect = mrl_no_connect,
+	.listen = mrl_no_listen,
+	.accept = mrl_no_accept,
+	.reject = mrl_no_reject,
+	.shutdown = mrl_no_shutdown,
+	.join = mrl_no_join,
 };
 
 /* ---- cancel (options: mrl_ep_opt.c) ------------------------------------- */
@@ -416,10 +416,10 @@ static struct fi_ops_ep mrl_ep_base_ops = {
 	.cancel = mrl_ep_cancel,
 	.getopt = mrl_ep_getopt,
 	.setopt = mrl_ep_setopt,
-	.tx_ctx = (void *) mrl_fid_nosys,
-	.rx_ctx = (void *) mrl_fid_nosys,
-	.rx_size_left = (void *) mrl_ssize_nosys,
-	.tx_size_left = (void *) mrl_ssize_nosys,
+	.tx_ctx = mrl_no_tx_ctx,
+	.rx_ctx = mrl_no_rx_ctx,
+	.rx_size_left = mrl_no_size_left,
+	.tx_size_left = mrl_no_size_left,
 };
 
 /* ---- open / close ---------------------------------------------------------- */

@@ -142,9 +142,9 @@ static int mrl_eq_close(struct fid *fid)
 static struct fi_ops mrl_eq_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = mrl_eq_close,
-	.bind = (void *) mrl_fid_nosys,
-	.control = (void *) mrl_fid_nosys,
-	.ops_open = (void *) mrl_fid_nosys,
+	.bind = mrl_no_bind,
+	.control = mrl_no_control,
+	.ops_open = mrl_no_ops_open,
 };
 
 static struct fi_ops_eq mrl_eq_ops = {

@@ -13,18 +13,18 @@ static int mrl_fabric_close(struct fid *fid)
 static struct fi_ops mrl_fabric_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = mrl_fabric_close,
-	.bind = (void *) mrl_fid_nosys,
-	.control = (void *) mrl_fid_nosys,
-	.ops_open = (void *) mrl_fid_nosys,
+	.bind = mrl_no_bind,
+	.control = mrl_no_control,
+	.ops_open = mrl_no_ops_open,
 };
 
 static struct fi_ops_fabric mrl_fabric_ops = {
 	.size = sizeof(struct fi_ops_fabric),
 	.domain = mrl_domain_open,
-	.passive_ep = (void *) mrl_fid_nosys,
+	.passive_ep = mrl_no_passive_ep,
 	.eq_open = mrl_eq_open,
-	.wait_open = (void *) mrl_fid_nosys,
-	.trywait = (void *) mrl_fid_nosys,
+	.wait_open = mrl_no_wait_open,
+	.trywait = mrl_no_trywait,
 };
 
 int mrl_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,

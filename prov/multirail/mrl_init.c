@@ -26,17 +26,6 @@ struct mrl_params mrl_params;
 
 static __thread int mrl_in_getinfo;
 
-/* For slots returning ssize_t: an int's -FI_ENOSYS would not widen. */
-ssize_t mrl_ssize_nosys(void)
-{
-	return -FI_ENOSYS;
-}
-
-int mrl_fid_nosys(void)
-{
-	return -FI_ENOSYS;
-}
-
 size_t mrl_iov_len(const struct iovec *iov, size_t count)
 {
 	size_t i, len = 0;

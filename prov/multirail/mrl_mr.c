@@ -215,7 +215,7 @@ static struct fi_ops mrl_mr_fi_ops = {
 	.close = mrl_mr_close,
 	.bind = mrl_mr_bind,
 	.control = mrl_mr_control,
-	.ops_open = (void *) mrl_fid_nosys,
+	.ops_open = mrl_no_ops_open,
 };
 
 /*

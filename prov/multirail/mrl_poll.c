@@ -122,9 +122,9 @@ static int mrl_poll_close(struct fid *fid)
 static struct fi_ops mrl_poll_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = mrl_poll_close,
-	.bind = (void *) mrl_fid_nosys,
-	.control = (void *) mrl_fid_nosys,
-	.ops_open = (void *) mrl_fid_nosys,
+	.bind = mrl_no_bind,
+	.control = mrl_no_control,
+	.ops_open = mrl_no_ops_open,
 };
 
 static struct fi_ops_poll mrl_poll_ops = {
