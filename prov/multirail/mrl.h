@@ -6,13 +6,16 @@
 #ifndef MRL_H
 #define MRL_H
 
+#ifdef HAVE_CONFIG_H
+#include "config.h"	/* MRL_DEBUG: --enable-debug */
+#endif
+#include <assert.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
 
-#include "mrl_enosys.h"
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -25,6 +28,7 @@
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
+#include "mrl_enosys.h"
 #include "mrl_proto.h"
 #include "mrl_sched.h"
 #include "mrl_stripe.h"
@@ -199,6 +203,10 @@ struct mrl_domain {
 	uint32_t key_gen;
 	pthread_mutex_t lock;
 	bool locking;			/* false under FI_THREAD_DOMAIN */
+#ifdef MRL_DEBUG
+	bool lock_held;			/* and by whom: mrl_assert_locked */
+	pthread_t lock_owner;
+#endif
 	int children;			/* open objects: close is -FI_EBUSY */
 	struct mrl_list mrs;		/* registrations */
 	struct mrl_mr **mr_hash;	/* the keyed ones by key: a peer's key
@@ -1060,16 +1068,43 @@ static inline void mrl_side_done(struct mrl_ep *ep, int rail)
  * One lock per domain guards every object under it.  Under FI_THREAD_DOMAIN
  * the application serialises all calls on the domain, so none is taken.
  */
+/*
+ * The domain's lock.  Debug builds (--enable-debug) record who holds it, so
+ * that every function whose rule is "Domain locked" asserts it
+ * (mrl_assert_locked); under FI_THREAD_DOMAIN the application serialises
+ * the calls and there is no lock to hold.
+ */
 static inline void mrl_lock(struct mrl_domain *d)
 {
-	if (d->locking)
-		pthread_mutex_lock(&d->lock);
+	if (!d->locking)
+		return;
+	pthread_mutex_lock(&d->lock);
+#ifdef MRL_DEBUG
+	d->lock_held = true;
+	d->lock_owner = pthread_self();
+#endif
 }
+
+#ifdef MRL_DEBUG
+static inline bool mrl_locked_here(const struct mrl_domain *d)
+{
+	return !d->locking ||
+	       (d->lock_held && pthread_equal(d->lock_owner, pthread_self()));
+}
+#define mrl_assert_locked(d)	assert(mrl_locked_here(d))
+#else
+#define mrl_assert_locked(d)	do { (void) (d); } while (0)
+#endif
 
 static inline void mrl_unlock(struct mrl_domain *d)
 {
-	if (d->locking)
-		pthread_mutex_unlock(&d->lock);
+	if (!d->locking)
+		return;
+	mrl_assert_locked(d);
+#ifdef MRL_DEBUG
+	d->lock_held = false;
+#endif
+	pthread_mutex_unlock(&d->lock);
 }
 
 /* A call on ep begins: the domain's lock, and the lease ends. */

@@ -65,6 +65,7 @@ int mrl_cq_write_grow(struct mrl_cq *cq, void *context, uint64_t flags,
 		      size_t len, void *buf, uint64_t data, uint64_t tag,
 		      fi_addr_t src)
 {
+	mrl_assert_locked(cq->domain);
 	if (cq_grow(cq)) {
 		cq->overflow++;
 		MRL_WARN(FI_LOG_CQ, "completion lost: out of memory\n");
@@ -77,6 +78,7 @@ int mrl_cq_write_grow(struct mrl_cq *cq, void *context, uint64_t flags,
 int mrl_cq_write_err(struct mrl_cq *cq, void *context, uint64_t flags,
 		     int err, int prov_errno, uint64_t data, uint64_t tag)
 {
+	mrl_assert_locked(cq->domain);
 	struct mrl_cq_err *ce = calloc(1, sizeof(*ce));
 
 	if (!ce) {
@@ -172,6 +174,7 @@ static void progress_all(struct mrl_cq *cq)
 static size_t take_ring(struct mrl_cq *cq, void *buf, size_t count,
 			fi_addr_t *src_addr)
 {
+	mrl_assert_locked(cq->domain);
 	size_t n;
 
 	if (count > cq_count(cq))
@@ -195,6 +198,7 @@ static size_t take_ring(struct mrl_cq *cq, void *buf, size_t count,
 static ssize_t read_progress(struct mrl_cq *cq, char *buf, size_t count,
 			     fi_addr_t *src_addr, size_t n)
 {
+	mrl_assert_locked(cq->domain);
 	ssize_t ret;
 
 	mrl_cq_out_begin(cq, buf + n * cq->out_size, count - n,

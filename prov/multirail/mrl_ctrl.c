@@ -153,6 +153,7 @@ static uint32_t new_nonce(struct mrl_ep *ep)
  */
 void mrl_ctrl_forget_sends(struct mrl_ep *ep)
 {
+	mrl_assert_locked(ep->domain);
 	size_t i;
 
 	for (i = 0; ep->ctrl_bufs && i < ep->ctrl_nbufs; i++) {

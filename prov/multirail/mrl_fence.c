@@ -192,6 +192,7 @@ static void mrl_fence_suspects_due(struct mrl_peer *peer)
  */
 int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer)
 {
+	mrl_assert_locked(ep->domain);
 	struct mrl_peer_fence *f = &peer->fence;
 	int rail;
 

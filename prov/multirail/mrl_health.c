@@ -491,6 +491,7 @@ static void probe_all(struct mrl_ep *ep)
 /* From progress, every MRL_HEALTH_TICK calls: the clock and the checks. */
 void mrl_health_tick(struct mrl_ep *ep)
 {
+	mrl_assert_locked(ep->domain);
 	uint32_t rails, watch;
 	int r;
 

@@ -345,6 +345,7 @@ int mrl_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
 /* Target side: the registration behind one of our keys.  Domain locked. */
 struct mrl_mr *mrl_mr_find(struct mrl_domain *dom, uint64_t key)
 {
+	mrl_assert_locked(dom);
 	struct mrl_mr *mr;
 
 	if (!dom->mr_nhash)
@@ -424,6 +425,7 @@ int mrl_mr_unmap_key(struct fid_domain *domain, uint64_t key)
 /* Domain locked. */
 const struct mrl_raw_map *mrl_raw_lookup(struct mrl_domain *dom, uint64_t key)
 {
+	mrl_assert_locked(dom);
 	size_t i = key & ~MRL_RAW_KEY_TAG;
 
 	if (!(key & MRL_RAW_KEY_TAG) || i >= dom->nraw_maps ||

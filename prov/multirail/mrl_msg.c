@@ -171,6 +171,7 @@ ssize_t mrl_msg_req_posted(struct mrl_ep *ep, struct mrl_msg_req *req,
  */
 static ssize_t send_lost(struct mrl_ep *ep, const struct msg_args *a)
 {
+	mrl_assert_locked(ep->domain);
 	uint64_t kind = FI_SEND | (a->tagged ? FI_TAGGED : FI_MSG);
 
 	mrl_cntr_inc_err(mrl_ep_local_cntr(ep, kind));
@@ -244,6 +245,7 @@ void mrl_msg_complete(struct mrl_ep *ep, struct mrl_msg_req *req,
 		      const struct fi_cq_tagged_entry *comp, fi_addr_t src,
 		      int err, const struct fi_cq_err_entry *err_entry)
 {
+	mrl_assert_locked(ep->domain);
 	bool tx = !(req->flags & FI_RECV);
 	struct mrl_cq *cq = tx ? ep->tx_cq : ep->rx_cq;
 	uint64_t cq_flags = tx ? ep->tx_cq_flags : ep->rx_cq_flags;

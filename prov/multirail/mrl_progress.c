@@ -27,6 +27,7 @@
 void mrl_ep_report_err(struct mrl_ep *ep, struct mrl_cq *cq, void *context,
 		       uint64_t flags, int err, uint64_t data)
 {
+	mrl_assert_locked(ep->domain);
 	mrl_cntr_inc_err(mrl_ep_local_cntr(ep, flags));
 	if (cq)
 		mrl_cq_write_err(cq, context, flags & ~FI_COMPLETION, err, err,
@@ -558,6 +559,7 @@ static inline void progress_end(struct mrl_ep *ep)
  */
 void mrl_ep_progress(struct mrl_ep *ep)
 {
+	mrl_assert_locked(ep->domain);
 	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
 	fi_addr_t src[MRL_CQ_BATCH];
 	uint32_t due;
@@ -666,6 +668,7 @@ void mrl_ep_lease_give_back(struct mrl_ep *ep)
 ssize_t mrl_ep_poll(struct mrl_cq *cq, void *buf, size_t count,
 		    fi_addr_t *src_addr, struct mrl_ep *ep)
 {
+	mrl_assert_locked(cq->domain);
 	ssize_t ret;
 
 	mrl_cq_out_begin(cq, buf, count, src_addr);
@@ -732,6 +735,7 @@ bool mrl_inject_fits(const struct mrl_ep *ep, size_t len)
 ssize_t mrl_inject_posted(struct mrl_ep *ep, struct mrl_cntr *cntr,
 			  ssize_t ret)
 {
+	mrl_assert_locked(ep->domain);
 	if (!ret) {
 		mrl_cntr_inc(cntr);
 		mrl_ep_kick0(ep);
@@ -748,6 +752,7 @@ ssize_t mrl_inject_posted(struct mrl_ep *ep, struct mrl_cntr *cntr,
  */
 int mrl_fence_progress(struct mrl_ep *ep, struct mrl_peer *peer)
 {
+	mrl_assert_locked(ep->domain);
 	int ret = peer ? mrl_fence_before_send(ep, peer) : 0;
 
 	if (ret == -FI_EAGAIN)

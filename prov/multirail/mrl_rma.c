@@ -340,6 +340,7 @@ rail0:
 int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 		     fi_addr_t *addr, uint64_t *key0)
 {
+	mrl_assert_locked(ep->domain);
 	uint64_t keys[MRL_MAX_RAILS];
 	const uint64_t *keyv;
 	struct mrl_peer *peer;
@@ -791,6 +792,7 @@ one_submit(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 static inline __attribute__((always_inline))
 ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 {
+	mrl_assert_locked(ep->domain);
 	const struct mrl_mr *mr = a->desc;
 	uint64_t flags = a->flags | ep->tx_op_flags;
 	const uint64_t *keyv;
@@ -1219,6 +1221,7 @@ void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
  */
 bool mrl_rma_park(struct mrl_ep *ep, struct mrl_op *op)
 {
+	mrl_assert_locked(ep->domain);
 	struct rma_slot *slot = slot_of(op);
 	struct mrl_peer *peer = op->peer;
 	const struct mrl_key_entry *e;
