@@ -2605,29 +2605,15 @@ int main(int argc, char **argv)
 	alarm(600);
 	setup(raw);
 	exchange_keys(raw);
-	if (rounds_count) {
+	if (turns_count || stream_count || rounds_count) {
+		/* -Y, -X, -P: one seed, one run */
 		if (pid) {
 			stream_seed = (uint64_t) rand() << 8 | 1;
 			xsend(&stream_seed, sizeof(stream_seed));
-			rounds_initiator(rounds_count, max_size, window,
-					 stream_seed);
-		} else {
-			xrecv(&stream_seed, sizeof(stream_seed));
-			rounds_target(max_size, window, stream_seed);
-		}
-		teardown();
-		if (pid && (waitpid(pid, &status, 0) != pid ||
-			    !WIFEXITED(status) || WEXITSTATUS(status)))
-			die("target failed");
-		if (pid)
-			printf("PASS\n");
-		return 0;
-	}
-	if (turns_count || stream_count) {	/* -Y, -X: one seed, one run */
-		if (pid) {
-			stream_seed = (uint64_t) rand() << 8 | 1;
-			xsend(&stream_seed, sizeof(stream_seed));
-			if (selective)
+			if (rounds_count)
+				rounds_initiator(rounds_count, max_size,
+						 window, stream_seed);
+			else if (selective)
 				selective_initiator(turns_count, window,
 						    stream_seed);
 			else if (rail0_lost)
@@ -2641,7 +2627,9 @@ int main(int argc, char **argv)
 						 max_size, window, stream_seed);
 		} else {
 			xrecv(&stream_seed, sizeof(stream_seed));
-			if (turns_count)
+			if (rounds_count)
+				rounds_target(max_size, window, stream_seed);
+			else if (turns_count)
 				turns_target(turns_count, stream_seed);
 			else
 				stream_target(ops[0], stream_count, max_size,

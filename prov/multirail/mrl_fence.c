@@ -35,21 +35,12 @@
  * send fails for it.
  */
 #include <stdlib.h>
-#include <time.h>
 
 #include "mrl.h"
 
 static uint32_t bit(int rail)
 {
 	return 1u << rail;
-}
-
-static uint64_t mrl_fence_clock_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 /* A peer's fence requests, one per rail, come with its first fence. */
@@ -90,7 +81,7 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		f->dirty &= ~bit(rail);
 		f->inflight |= bit(rail);
 		if (f->suspect & bit(rail))	/* its deadline starts now */
-			f->suspect_since_ns = mrl_fence_clock_ns();
+			f->suspect_since_ns = ep->now_ns;
 		mrl_health_posted(peer, rail);
 	} else if (ret == -FI_EAGAIN) {
 		/* a rail that refuses every flush is taken out after the
@@ -145,7 +136,7 @@ void mrl_fence_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		f->dirty &= ~b;
 	} else if ((f->dirty | f->inflight) & b & ~f->abandoned) {
 		f->suspect |= b;
-		f->suspect_since_ns = mrl_fence_clock_ns();
+		f->suspect_since_ns = ep->now_ns;
 	}
 }
 
@@ -167,10 +158,11 @@ static int mrl_fence_report_loss(struct mrl_ep *ep, struct mrl_peer *peer)
  * the send's first wait) have lost their writes.  With the deadline off
  * (FI_MULTIRAIL_RAIL_TIMEOUT_MS=0) the core's verdict is awaited.
  */
-static void mrl_fence_suspects_due(struct mrl_peer *peer)
+static void mrl_fence_suspects_due(struct mrl_ep *ep, struct mrl_peer *peer)
 {
 	struct mrl_peer_fence *f = &peer->fence;
-	uint64_t now = mrl_fence_clock_ns();
+	uint64_t now = ep->now_ns;	/* the health tick's: a waiting send
+					 * progresses, so it moves */
 	uint32_t due;
 
 	if (!mrl_params.rail_timeout_ms)
@@ -192,10 +184,10 @@ static void mrl_fence_suspects_due(struct mrl_peer *peer)
  */
 int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer)
 {
-	mrl_assert_locked(ep->domain);
 	struct mrl_peer_fence *f = &peer->fence;
 	int rail;
 
+	mrl_assert_locked(ep->domain);
 	if (f->owner != ep || !(f->dirty | f->inflight | f->lost))
 		return 0;
 	for (rail = 1; !f->lost && rail < ep->nrails; rail++) {
@@ -203,7 +195,7 @@ int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer)
 			post_fence(ep, peer, rail);
 	}
 	if (f->suspect && !f->lost)
-		mrl_fence_suspects_due(peer);
+		mrl_fence_suspects_due(ep, peer);
 	if (f->lost)
 		return mrl_fence_report_loss(ep, peer);
 	return ((f->dirty | f->inflight) & ~f->abandoned) ? -FI_EAGAIN : 0;
