@@ -343,7 +343,7 @@ static void core_tsend(fi_addr_t target, const void *buf, size_t len,
  * while the target does not progress, then it reads them.  All must go to
  * the channel, and the receive then takes the user's message that follows.
  */
-#define RX_BUFS		8	/* MRL_CTRL_RX_COUNT */
+#define RX_BUFS		64	/* MRL_CTRL_RX_COUNT */
 
 static void wildcard_recv_spares_control(fi_addr_t target, const void *name,
 					 size_t namelen)

@@ -123,48 +123,6 @@ static void test_roundrobin(void)
 	}
 }
 
-/*
- * A write with remote CQ data goes whole wherever the core takes it whole:
- * the target's CQ entry is then the core's, with the write's length.
- */
-static void test_data_whole(void)
-{
-	struct mrl_sched_params p = {
-		.policy = MRL_POLICY_AUTO, .stripe_min = 64 * KiB,
-		.chunk_size = 256 * KiB, .max_chunk = 8 * MiB,
-		.data_whole = true,
-	};
-	static const struct {
-		size_t len, chunk, want;
-		const char *why;
-	} t[] = {
-		{ 4 * MiB, 256 * KiB, 4 * MiB, "cut by the policy: whole" },
-		{ 8 * MiB, 256 * KiB, 8 * MiB, "at the core's limit: whole" },
-		{ 8 * MiB + 1, 256 * KiB, 256 * KiB,
-		  "beyond the core's limit: cut as the policy says" },
-		{ 4 * KiB, 4 * KiB, 4 * KiB, "already whole" },
-	};
-	uint32_t rr = 0, rails;
-	size_t i, chunk, got;
-
-	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		got = mrl_sched_data_chunk(&p, t[i].len, t[i].chunk);
-		check(got == t[i].want, "data: %s: chunk %zu (want %zu)",
-		      t[i].why, got, t[i].want);
-	}
-	/* the rails stay the policy's: such writes spread, a whole each */
-	rails = mrl_sched_rails(&p, 0xf, 4 * MiB, 0, &rr, &chunk);
-	got = mrl_sched_data_chunk(&p, 4 * MiB, chunk);
-	check(rails == 0xf && got == 4 * MiB,
-	      "data: 4 MiB over 4 rails: 0x%x, chunk %zu (want 0xf, whole)",
-	      rails, got);
-	/* FI_MULTIRAIL_WRITEDATA_STRIPE=1: cut as a write is */
-	p.data_whole = false;
-	got = mrl_sched_data_chunk(&p, 4 * MiB, chunk);
-	check(got == chunk, "data, cut by choice: chunk %zu (want %zu)", got,
-	      chunk);
-}
-
 /* Delivery-complete and fences, chunk by chunk. */
 static void test_chunk_needs(void)
 {
@@ -184,17 +142,11 @@ static void test_chunk_needs(void)
 		  "off rail 0, fence tracked elsewhere: delivery-complete" },
 		{ { .write = true, .rail = 0, .delivery_asked = true },
 		  MRL_SCHED_DELIVERY, "asked by the user" },
-		{ { .write = true, .rail = 0, .data_held_back = true },
+		{ { .write = true, .rail = 0, .announced = true },
 		  MRL_SCHED_DELIVERY,
-		  "writedata body on rail 0: delivered before the CQ data" },
-		{ { .write = true, .rail = 3, .data_held_back = true },
-		  MRL_SCHED_DELIVERY, "writedata body off rail 0: the same" },
-		{ { .write = true, .rail = 0, .data_held_back = true,
-		    .final = true }, 0,
-		  "writedata's final chunk on rail 0: its own semantics" },
-		{ { .write = true, .rail = 2, .data_held_back = true,
-		    .final = true }, MRL_SCHED_FENCE,
-		  "writedata's final chunk off rail 0: fenced" },
+		  "writedata on rail 0: delivered before its message" },
+		{ { .write = true, .rail = 3, .announced = true },
+		  MRL_SCHED_DELIVERY, "writedata off rail 0: the same" },
 	};
 	size_t i;
 
@@ -256,7 +208,6 @@ int main(void)
 	test_near();
 	test_rails();
 	test_roundrobin();
-	test_data_whole();
 	test_chunk_needs();
 	test_device();
 	printf("%s: %d failure(s)\n", check_failures ? "FAIL" : "PASS",

@@ -81,8 +81,6 @@ struct mrl_params {
 	size_t stripe_min;
 	size_t hmem_chunk_size;	/* 0: by the core (mrl_rma_sched_init) */
 	size_t hmem_stripe_min;	/* 0: by the core */
-	int writedata_stripe;	/* cut a writedata as a write (its target
-				 * entry's len: the final chunk's) */
 	int rail_depth;		/* chunks in flight per rail */
 	size_t rail_bytes;	/* bytes in flight per rail */
 	int fill_ops;		/* small ops a rail takes before the next */
@@ -669,12 +667,18 @@ struct mrl_msg_req {
 /* A user RMA op: the engine's op plus what its completion needs. */
 struct mrl_rma_req {
 	struct mrl_op op;
-	struct mrl_rma_req *next_free;
+	struct mrl_rma_req *next_free;	/* free list, or the endpoint's
+					 * announce_wait */
+	bool announce;			/* a writedata: once its bytes landed,
+					 * a WRITE_DATA raises the target's
+					 * entry, and its send completes the
+					 * op (mrl_rma_announce) */
 };
 
-#define MRL_CTRL_RX_COUNT	8	/* on rail 0 */
+#define MRL_CTRL_RX_COUNT	64	/* on rail 0: every writedata's entry
+					 * comes in one (mrl_ctrl.c) */
 #define MRL_CTRL_RAIL_RX_COUNT	2	/* on each other rail: RAIL_UP only */
-#define MRL_CTRL_TX_COUNT	16
+#define MRL_CTRL_TX_COUNT	64
 
 
 struct mrl_ctrl_buf {
@@ -684,6 +688,12 @@ struct mrl_ctrl_buf {
 	size_t len;			/* backlogged send: its length */
 	fi_addr_t dest;			/* and its destination on rail */
 	struct mrl_peer *peer;		/* (peers live as long as the AV) */
+	struct mrl_rma_req *announce;	/* a WRITE_DATA's op: completes with
+					 * the send */
+	bool inject_data;		/* a bounce (or WRITE_DATA) for
+					 * fi_inject_writedata */
+	uint64_t cq_data;		/* its CQ data and length */
+	size_t data_len;
 	uint8_t data[MRL_CTRL_BUF_SIZE];
 };
 
@@ -751,6 +761,8 @@ struct mrl_ep {
 	size_t ctrl_nbufs;
 	struct mrl_ctrl_buf *ctrl_tx_free;
 	struct mrl_ctrl_buf *ctrl_backlog, **ctrl_backlog_tail;
+	/* writedata ops landed, waiting for a control buffer, in order */
+	struct mrl_rma_req *announce_wait, **announce_wait_tail;
 	bool compact_logged;		/* fi_getname gave rail 0 alone */
 	uint64_t ctrl_dropped[MRL_CTRL_DROP_KINDS];	/* by reason */
 	uint64_t ctrl_tx_dropped;	/* sends for a rail out of service */
@@ -859,6 +871,11 @@ bool mrl_rma_park(struct mrl_ep *ep, struct mrl_op *op);
 void mrl_rma_parked_tick(struct mrl_ep *ep);
 void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 			  const struct mrl_key_entry *entry);
+/* A writedata's bytes landed: its WRITE_DATA goes (or waits for a buffer) */
+void mrl_rma_announce(struct mrl_ep *ep, struct mrl_rma_req *req);
+/* Its WRITE_DATA was sent (err 0) or cannot be: the op completes */
+void mrl_rma_announced(struct mrl_ep *ep, struct mrl_rma_req *req, int err);
+void mrl_rma_announce_waiting(struct mrl_ep *ep);
 
 /* ---- control channel ------------------------------------------------------ */
 
@@ -874,10 +891,14 @@ struct mrl_ctrl_learned {
 void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 		 fi_addr_t src, int err, struct mrl_ctrl_learned *learned);
 void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
+void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err);
+int mrl_ctrl_write_data(struct mrl_ep *ep, struct mrl_rma_req *req);
+ssize_t mrl_ctrl_inject_data(struct mrl_ep *ep, struct mrl_peer *peer,
+			     const void *buf, size_t len, uint64_t data,
+			     fi_addr_t dest, uint64_t addr, uint64_t key);
 void mrl_ctrl_introduce(struct mrl_ep *ep, struct mrl_peer *peer);
 ssize_t mrl_ctrl_bounce_write(struct mrl_ep *ep, const void *buf, size_t len,
-			      uint64_t data, bool with_data, fi_addr_t dest,
-			      uint64_t addr, uint64_t key);
+			      fi_addr_t dest, uint64_t addr, uint64_t key);
 void mrl_ctrl_bounce_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
 			  int err);
 void mrl_ctrl_progress(struct mrl_ep *ep);
@@ -1022,6 +1043,13 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 	bool read = op->kind == MRL_OP_READ;
 	uint64_t flags = mrl_rma_comp_flags(op->kind);
 
+	if (__builtin_expect(req->announce, 0)) {
+		req->announce = false;
+		if (!err) {
+			mrl_rma_announce(ep, req);	/* completes it later */
+			return;
+		}
+	}
 	if (err) {
 		mrl_ep_report_err(ep, ep->tx_cq, op->context, flags, err, 0);
 	} else {

@@ -46,6 +46,22 @@ static void *ctrl_desc(struct mrl_ep *ep, int rail)
 	return mr ? fi_mr_desc(mr) : NULL;
 }
 
+/*
+ * The rail a key question to peer goes on: rail 0, or while rail 0 is out
+ * of service for the peer, its first rail in service.  A core with tagged
+ * messages receives control on every rail; control endpoints (a core
+ * without) and a peer known by rail 0's address alone have rail 0 only.
+ */
+static int question_rail(const struct mrl_ep *ep, const struct mrl_peer *peer)
+{
+	uint32_t up;
+
+	if (!(peer->rails_down & 1u) || ep->ctrl_ep || peer->partial)
+		return 0;
+	up = mrl_rail_mask(peer->nrails) & ~peer->rails_down;
+	return up ? __builtin_ctz(up) : 0;
+}
+
 static int post_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	int ret;
@@ -160,6 +176,7 @@ void mrl_ctrl_forget_sends(struct mrl_ep *ep)
 		if (ep->ctrl_bufs[i].peer)
 			ep->ctrl_bufs[i].peer->ctrl_refs--;
 		ep->ctrl_bufs[i].peer = NULL;
+		ep->ctrl_bufs[i].announce = NULL;	/* its op goes too */
 	}
 }
 
@@ -190,57 +207,12 @@ void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	ep->ctrl_tx_free = buf;
 }
 
-/*
- * An inject the core cannot do (efa-direct has no RMA inject: -FI_ENOSYS):
- * the bytes are copied into a registered control send buffer, so that the
- * caller's buffer is free on return as FI_INJECT promises, and written on
- * rail 0 from there.  The buffer comes back, and the write counter counts
- * the inject, when the write completes (mrl_ctrl_bounce_done).
- * 0, -FI_EAGAIN while every buffer is in use, or the core's error.
- */
-ssize_t mrl_ctrl_bounce_write(struct mrl_ep *ep, const void *buf, size_t len,
-			      uint64_t data, bool with_data, fi_addr_t dest,
-			      uint64_t addr, uint64_t key)
+/* Where buf goes on rail: the peer's control endpoint, or its rail. */
+static void set_dest(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int rail)
 {
-	struct mrl_ctrl_buf *b = ep->ctrl_tx_free;
-	struct iovec iov = { b ? b->data : NULL, len };
-	void *desc = ctrl_desc(ep, 0);
-	struct fi_rma_iov rma = { addr, len, key };
-	struct fi_msg_rma msg = {
-		.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest,
-		.rma_iov = &rma, .rma_iov_count = 1, .data = data,
-	};
-	ssize_t ret;
-
-	if (!ep->ctrl_enabled || len > MRL_CTRL_BUF_SIZE)
-		return -FI_ENOSYS;
-	if (!b)
-		return -FI_EAGAIN;
-	memcpy(b->data, buf, len);
-	b->hdr.kind = MRL_REQ_BOUNCE;
-	msg.context = &b->hdr;
-	ret = fi_writemsg(ep->rails[0].ep, &msg, FI_COMPLETION |
-			  (with_data ? FI_REMOTE_CQ_DATA : 0));
-	if (ret) {
-		b->hdr.kind = MRL_REQ_CTRL_TX;
-		return ret;
-	}
-	mrl_side_posted(ep, 0);
-	ep->ctrl_tx_free = b->next_free;
-	return 0;
-}
-
-void mrl_ctrl_bounce_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
-			  int err)
-{
-	if (err) {
-		MRL_WARN_ONCE(FI_LOG_EP_DATA, "an inject's write failed: %s\n",
-			      fi_strerror(err));
-		mrl_cntr_inc_err(ep->cntr_write);
-	} else {
-		mrl_cntr_inc(ep->cntr_write);
-	}
-	mrl_ctrl_tx_done(ep, buf);
+	buf->rail = rail;
+	buf->dest = ep->ctrl_ep ? buf->peer->ctrl_addr :
+				  buf->peer->rail[rail].core_addr;
 }
 
 static void backlog_add(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
@@ -298,11 +270,28 @@ static bool rail_down_for(const struct mrl_ctrl_buf *buf)
 	return buf->peer->rails_down & (1u << buf->rail);
 }
 
+/*
+ * A WRITE_DATA for a rail now out of service goes on the peer's rail in
+ * service instead (it carries no bytes that the rail had to carry).
+ */
+static bool reroute(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+{
+	int rail;
+
+	if (!buf->announce && !buf->inject_data)
+		return false;
+	rail = question_rail(ep, buf->peer);
+	if (buf->peer->rails_down & (1u << rail))
+		return false;
+	set_dest(ep, buf, rail);
+	return true;
+}
+
 static void drop_backlogged(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	uint64_t n;
 
-	mrl_ctrl_tx_done(ep, buf);
+	mrl_ctrl_sent(ep, buf, -FI_EHOSTUNREACH);
 	n = ++ep->ctrl_tx_dropped;
 	if (!(n & (n - 1)))
 		MRL_WARN(FI_LOG_EP_CTRL, "rail %d: a control message to a peer "
@@ -323,7 +312,7 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
 	ssize_t ret;
 
 	while ((buf = *pos)) {
-		if (rail_down_for(buf)) {
+		if (rail_down_for(buf) && !reroute(ep, buf)) {
 			*pos = buf->next_free;
 			drop_backlogged(ep, buf);
 			continue;
@@ -341,10 +330,65 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
 			MRL_WARN_ONCE(FI_LOG_EP_CTRL, "rail %d: control send: "
 				      "%s\n", buf->rail,
 				      fi_strerror((int) -ret));
-			mrl_ctrl_tx_done(ep, buf);
+			mrl_ctrl_sent(ep, buf, (int) ret);
 		}
 	}
 	ep->ctrl_backlog_tail = pos;
+}
+
+/*
+ * A message of type to peer in buf (which the caller has taken), with our
+ * address and extra bytes of room after it: its header, at the payload's
+ * end; the caller fills the rest.
+ */
+static struct mrl_ctrl_msg *compose(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
+				    struct mrl_peer *peer, int rail, int type,
+				    size_t extra)
+{
+	struct mrl_ctrl_msg *msg = (struct mrl_ctrl_msg *) buf->data;
+
+	memset(msg, 0, sizeof(*msg));
+	msg->magic = MRL_CTRL_MAGIC;
+	msg->version = MRL_CTRL_VERSION;
+	msg->type = type;
+	msg->addrlen = ep->namelen;
+	memcpy(msg->payload, ep->name, ep->namelen);
+	buf->len = sizeof(*msg) + ep->namelen + extra;
+	buf->peer = peer;
+	peer->ctrl_refs++;		/* it may not be evicted meanwhile */
+	set_dest(ep, buf, rail);
+	return msg;
+}
+
+/* Can a message of extra bytes after our address go to peer? */
+static int can_send(const struct mrl_ep *ep, const struct mrl_peer *peer,
+		    size_t extra)
+{
+	if (!ep->ctrl_enabled)
+		return -FI_ENOSYS;
+	if (ep->ctrl_ep && peer->ctrl_addr == FI_ADDR_NOTAVAIL)
+		return -FI_EADDRNOTAVAIL;	/* its address names none */
+	if (sizeof(struct mrl_ctrl_msg) + ep->namelen + extra >
+	    MRL_CTRL_BUF_SIZE)
+		return -FI_EINVAL;
+	return ep->ctrl_tx_free ? 0 : -FI_EAGAIN;
+}
+
+static struct mrl_ctrl_buf *take_tx(struct mrl_ep *ep)
+{
+	struct mrl_ctrl_buf *buf = ep->ctrl_tx_free;
+
+	ep->ctrl_tx_free = buf->next_free;
+	buf->announce = NULL;
+	buf->inject_data = false;
+	return buf;
+}
+
+/* Behind what still waits for its destination: each keeps its order. */
+static void queue_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+{
+	backlog_add(ep, buf);
+	mrl_ctrl_progress(ep);
 }
 
 /*
@@ -355,44 +399,23 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 		   int type, uint64_t key, int status, const uint64_t *keys,
 		   int nkeys, uint32_t near_mask, uint32_t nonce)
 {
-	struct mrl_ctrl_buf *buf = ep->ctrl_tx_free;
+	size_t extra = nkeys * sizeof(uint64_t);
+	struct mrl_ctrl_buf *buf;
 	struct mrl_ctrl_msg *msg;
-	size_t len;
+	int ret = can_send(ep, peer, extra);
 
-	if (!ep->ctrl_enabled)
-		return -FI_ENOSYS;
-	if (ep->ctrl_ep && peer->ctrl_addr == FI_ADDR_NOTAVAIL)
-		return -FI_EADDRNOTAVAIL;	/* its address names none */
-	len = sizeof(*msg) + ep->namelen + nkeys * sizeof(uint64_t);
-	if (len > MRL_CTRL_BUF_SIZE)
-		return -FI_EINVAL;
-	if (!buf)
-		return -FI_EAGAIN;
-	ep->ctrl_tx_free = buf->next_free;
-	msg = (struct mrl_ctrl_msg *) buf->data;
-	memset(msg, 0, sizeof(*msg));
-	msg->magic = MRL_CTRL_MAGIC;
-	msg->version = MRL_CTRL_VERSION;
-	msg->type = type;
-	msg->addrlen = ep->namelen;
+	if (ret)
+		return ret;
+	buf = take_tx(ep);
+	msg = compose(ep, buf, peer, rail, type, extra);
 	msg->key = key;
 	msg->status = status;
 	msg->nkeys = nkeys;
 	msg->near_mask = near_mask;
 	msg->nonce = nonce;
-	memcpy(msg->payload, ep->name, ep->namelen);
 	if (nkeys)
-		memcpy(msg->payload + ep->namelen, keys,
-		       nkeys * sizeof(uint64_t));
-	buf->len = len;
-	buf->rail = rail;
-	buf->peer = peer;
-	peer->ctrl_refs++;		/* it may not be evicted meanwhile */
-	buf->dest = ep->ctrl_ep ? peer->ctrl_addr : peer->rail[rail].core_addr;
-
-	/* behind what still waits for this destination: each keeps its order */
-	backlog_add(ep, buf);
-	mrl_ctrl_progress(ep);
+		memcpy(msg->payload + ep->namelen, keys, extra);
+	queue_tx(ep, buf);
 	return 0;
 }
 
@@ -401,6 +424,222 @@ static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
 		     uint64_t key, uint32_t nonce)
 {
 	return send_on(ep, peer, 0, type, key, 0, NULL, 0, 0, nonce);
+}
+
+/*
+ * Writes len bytes of b's on rail 0, delivery-complete where flags say;
+ * b is taken only when the core took the write.
+ */
+static ssize_t post_bounce(struct mrl_ep *ep, struct mrl_ctrl_buf *b,
+			   size_t len, fi_addr_t dest, uint64_t addr,
+			   uint64_t key, uint64_t flags)
+{
+	struct iovec iov = { b->data, len };
+	void *desc = ctrl_desc(ep, 0);
+	struct fi_rma_iov rma = { addr, len, key };
+	struct fi_msg_rma msg = {
+		.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest,
+		.rma_iov = &rma, .rma_iov_count = 1, .context = &b->hdr,
+	};
+	ssize_t ret;
+
+	b->hdr.kind = MRL_REQ_BOUNCE;
+	ret = fi_writemsg(ep->rails[0].ep, &msg, FI_COMPLETION | flags);
+	if (ret) {
+		b->hdr.kind = MRL_REQ_CTRL_TX;
+		return ret;
+	}
+	mrl_side_posted(ep, 0);
+	take_tx(ep);
+	return 0;
+}
+
+/*
+ * An inject the core cannot do (efa-direct has no RMA inject: -FI_ENOSYS):
+ * the bytes are copied into a registered control send buffer, so that the
+ * caller's buffer is free on return as FI_INJECT promises, and written on
+ * rail 0 from there.  The buffer comes back, and the write counter counts
+ * the inject, when the write completes (mrl_ctrl_bounce_done).
+ * 0, -FI_EAGAIN while every buffer is in use, or the core's error.
+ */
+ssize_t mrl_ctrl_bounce_write(struct mrl_ep *ep, const void *buf, size_t len,
+			      fi_addr_t dest, uint64_t addr, uint64_t key)
+{
+	struct mrl_ctrl_buf *b = ep->ctrl_tx_free;
+
+	if (!ep->ctrl_enabled || len > MRL_CTRL_BUF_SIZE)
+		return -FI_ENOSYS;
+	if (!b)
+		return -FI_EAGAIN;
+	memcpy(b->data, buf, len);
+	return post_bounce(ep, b, len, dest, addr, key, 0);
+}
+
+static void announce_inject(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
+
+void mrl_ctrl_bounce_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
+			  int err)
+{
+	if (!err && buf->inject_data) {
+		announce_inject(ep, buf);
+		return;
+	}
+	if (err) {
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "an inject's write failed: %s\n",
+			      fi_strerror(err));
+		mrl_cntr_inc_err(ep->cntr_write);
+	} else {
+		mrl_cntr_inc(ep->cntr_write);
+	}
+	mrl_ctrl_tx_done(ep, buf);
+}
+
+/*
+ * A WRITE_DATA's send completed (err 0), failed, or cannot go: its op, or
+ * its inject's counter, learns how.  Never sent again: a send that failed
+ * may still have arrived, and the target must not raise the data twice.
+ */
+void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err)
+{
+	if (err && err != -FI_ECANCELED && (buf->announce || buf->inject_data))
+		MRL_WARN(FI_LOG_EP_DATA, "rail %d: a writedata's CQ data could "
+			 "not be sent (%s): the op fails\n", buf->rail,
+			 fi_strerror(-err));
+	if (buf->announce) {
+		mrl_rma_announced(ep, buf->announce, err);
+	} else if (buf->inject_data) {
+		if (err)
+			mrl_cntr_inc_err(ep->cntr_write);
+		else
+			mrl_cntr_inc(ep->cntr_write);
+	}
+	mrl_ctrl_tx_done(ep, buf);
+}
+
+/*
+ * Writedata.  The target's CQ entry for an fi_writedata comes from a
+ * WRITE_DATA that the initiator sends once every byte of the write is
+ * visible at the target (its chunks completed delivery-complete, or on
+ * efa, whose completion is the peer's acknowledgement): so the entry
+ * cannot come before any byte, on a core with no ordering at all, and
+ * carries the whole write's length and the user's data, whatever the
+ * core would report.  It is sent once: a send that fails fails the op.
+ */
+static void compose_write_data(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
+			       struct mrl_peer *peer, size_t len,
+			       uint64_t data)
+{
+	struct mrl_ctrl_data d = { .len = len, .data = data };
+	struct mrl_ctrl_msg *msg;
+
+	msg = compose(ep, buf, peer, question_rail(ep, peer),
+		      MRL_CTRL_WRITE_DATA, sizeof(d));
+	memcpy(msg->payload + ep->namelen, &d, sizeof(d));
+}
+
+/* 0 when sent or queued; -FI_EAGAIN while every buffer is taken. */
+int mrl_ctrl_write_data(struct mrl_ep *ep, struct mrl_rma_req *req)
+{
+	struct mrl_peer *peer = req->op.peer;
+	struct mrl_ctrl_buf *buf;
+	int ret = can_send(ep, peer, sizeof(struct mrl_ctrl_data));
+
+	if (ret)
+		return ret;
+	buf = take_tx(ep);
+	compose_write_data(ep, buf, peer, req->op.len, req->op.data);
+	buf->announce = req;
+	queue_tx(ep, buf);
+	return 0;
+}
+
+/* An inject's bytes landed from buf: buf now carries its WRITE_DATA. */
+static void announce_inject(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+{
+	struct mrl_peer *peer = buf->peer;
+
+	peer->ctrl_refs--;		/* compose names it again */
+	buf->hdr.kind = MRL_REQ_CTRL_TX;
+	compose_write_data(ep, buf, peer, buf->data_len, buf->cq_data);
+	queue_tx(ep, buf);
+}
+
+/*
+ * Does a message to peer on rail 0 arrive after a write posted there
+ * before it?  Over one tcp connection (rxm, tcp) and shm's command queue
+ * it does; efa has no such order, and a control endpoint is another
+ * queue.
+ */
+static bool rail0_ordered(const struct mrl_ep *ep, const struct mrl_peer *peer)
+{
+	return !ep->domain->acked_writes && !ep->ctrl_ep &&
+	       !question_rail(ep, peer);
+}
+
+/*
+ * fi_inject_writedata: the core's inject of the bytes, and a WRITE_DATA
+ * behind it, where rail 0 keeps them in order; elsewhere the bytes go
+ * from a control buffer (the caller's is free on return) and the
+ * WRITE_DATA once that write completed.  The write counter counts it when
+ * the WRITE_DATA was sent.  0, -FI_EAGAIN while every buffer is taken, or
+ * the core's error.
+ */
+ssize_t mrl_ctrl_inject_data(struct mrl_ep *ep, struct mrl_peer *peer,
+			     const void *buf, size_t len, uint64_t data,
+			     fi_addr_t dest, uint64_t addr, uint64_t key)
+{
+	struct mrl_ctrl_buf *b;
+	ssize_t ret = can_send(ep, peer, sizeof(struct mrl_ctrl_data));
+
+	if (ret)
+		return ret;
+	b = ep->ctrl_tx_free;
+	if (len && rail0_ordered(ep, peer) && !ep->no_rma_inject) {
+		ret = fi_inject_write(ep->rails[0].ep, buf, len, dest, addr,
+				      key);
+		if (ret)
+			return ret;
+	} else if (len) {
+		if (len > MRL_CTRL_BUF_SIZE)
+			return -FI_EMSGSIZE;
+		memcpy(b->data, buf, len);
+		ret = post_bounce(ep, b, len, dest, addr, key,
+				  ep->domain->acked_writes ? 0 :
+				  FI_DELIVERY_COMPLETE);
+		if (ret)
+			return ret;
+		b->inject_data = true;
+		b->peer = peer;
+		peer->ctrl_refs++;
+		b->cq_data = data;
+		b->data_len = len;
+		return 0;
+	}
+	take_tx(ep);
+	compose_write_data(ep, b, peer, len, data);
+	b->inject_data = true;
+	queue_tx(ep, b);
+	return 0;
+}
+
+/* The target: a writedata's bytes are all here; its entry, once. */
+static void write_data_arrived(struct mrl_ep *ep, struct mrl_peer *peer,
+			       const struct mrl_ctrl_msg *msg)
+{
+	struct mrl_ctrl_data d;
+	fi_addr_t src = FI_ADDR_NOTAVAIL;
+
+	memcpy(&d, msg->payload + msg->addrlen, sizeof(d));
+	if (!ep->rx_cq) {
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "a writedata arrived, and no CQ "
+			      "is bound for receives: its data is dropped\n");
+		return;
+	}
+	if (ep->want_src && peer->visible)
+		src = peer->fi_addr;
+	mrl_cq_write(ep->rx_cq, NULL,
+		     FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE, d.len, NULL,
+		     d.data, 0, src);
 }
 
 /*
@@ -517,22 +756,6 @@ static struct mrl_key_entry *find_key(struct mrl_peer *peer, uint64_t key)
 		if (e->key == key)
 			return e;
 	return NULL;
-}
-
-/*
- * The rail a key question to peer goes on: rail 0, or while rail 0 is out
- * of service for the peer, its first rail in service.  A core with tagged
- * messages receives control on every rail; control endpoints (a core
- * without) and a peer known by rail 0's address alone have rail 0 only.
- */
-static int question_rail(const struct mrl_ep *ep, const struct mrl_peer *peer)
-{
-	uint32_t up;
-
-	if (!(peer->rails_down & 1u) || ep->ctrl_ep || peer->partial)
-		return 0;
-	up = mrl_rail_mask(peer->nrails) & ~peer->rails_down;
-	return up ? __builtin_ctz(up) : 0;
 }
 
 /*
@@ -755,6 +978,9 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		break;
 	case MRL_CTRL_RAIL_UP:
 		break;		/* its arrival was the point */
+	case MRL_CTRL_WRITE_DATA:
+		write_data_arrived(ep, peer, msg);
+		break;
 	}
 }
 

@@ -876,12 +876,6 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	{ "hmem_chunk_size", FI_PARAM_SIZE_T, &mrl_params.hmem_chunk_size,
 	  0, 0, "Largest piece of a striped device-memory operation on one "
 	  "rail; 0: chunk_size" },
-	{ "writedata_stripe", FI_PARAM_INT, &mrl_params.writedata_stripe,
-	  0, 0,
-	  "1: cut an fi_writedata over the rails as an fi_write (one op at "
-	  "a time gets every rail), its CQ data on the final chunk; the "
-	  "target's entry then gives that chunk's len, not the write's. "
-	  "0: each goes whole on one rail" },
 	{ "rail_depth", FI_PARAM_INT, &mrl_params.rail_depth,
 	  64, 1, "Most chunks in flight on one rail" },
 	{ "rail_bytes", FI_PARAM_SIZE_T, &mrl_params.rail_bytes,

@@ -91,7 +91,7 @@ dispatch_side(struct mrl_ep *ep, int rail, struct mrl_req_hdr *hdr,
 		break;
 	case MRL_REQ_CTRL_TX:
 		mrl_side_done(ep, rail);
-		mrl_ctrl_tx_done(ep, (struct mrl_ctrl_buf *) hdr);
+		mrl_ctrl_sent(ep, (struct mrl_ctrl_buf *) hdr, err);
 		break;
 	case MRL_REQ_BOUNCE:
 		mrl_side_done(ep, rail);
@@ -523,7 +523,7 @@ rail_batches(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 /* The rare work is due: see progress_end. */
 static inline bool rest_due(const struct mrl_ep *ep)
 {
-	return ep->health_left <= 0 || ep->ctrl_backlog ||
+	return ep->health_left <= 0 || ep->ctrl_backlog || ep->announce_wait ||
 	       !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due;
 }
 
@@ -536,6 +536,8 @@ static void __attribute__((noinline)) progress_rest(struct mrl_ep *ep)
 		mrl_ctrl_hello_partial(ep);
 	if (ep->ctrl_backlog)
 		mrl_ctrl_progress(ep);
+	if (ep->announce_wait)
+		mrl_rma_announce_waiting(ep);
 	mrl_engine_progress(&ep->engine);
 	if (ep->unreachable_due)
 		mrl_health_fail_unreachable(ep);

@@ -153,7 +153,9 @@ int mrl_ctrl_msg_check(const void *buf, size_t len)
 	if (msg.nkeys > MRL_MAX_RAILS)
 		return MRL_CTRL_DROP_NKEYS;
 	if (len < sizeof(msg) + msg.addrlen +
-		  (size_t) msg.nkeys * sizeof(uint64_t))
+		  (size_t) msg.nkeys * sizeof(uint64_t) +
+		  (msg.type == MRL_CTRL_WRITE_DATA ?
+		   sizeof(struct mrl_ctrl_data) : 0))
 		return MRL_CTRL_DROP_SHORT;
 	return MRL_CTRL_OK;
 }

@@ -61,7 +61,7 @@ _Static_assert(sizeof(struct mrl_addr_hdr) == 12, "address header: 12 bytes");
 /* ---- control messages ----------------------------------------------------- */
 
 #define MRL_CTRL_MAGIC		0x4d524c43u	/* "MRLC" */
-#define MRL_CTRL_VERSION	3	/* 3: KEY_REQ's nonce, echoed */
+#define MRL_CTRL_VERSION	4	/* 4: WRITE_DATA */
 /* the receive buffers' size, and so the largest message */
 #define MRL_CTRL_BUF_SIZE	4096
 
@@ -71,7 +71,9 @@ enum mrl_ctrl_type {
 	MRL_CTRL_KEY_REQ,	/* give me your rails' keys for key */
 	MRL_CTRL_KEY_RESP,	/* status, and the keys with their near rails */
 	MRL_CTRL_RAIL_UP,	/* sent on a rail to connect it; no answer */
-	MRL_CTRL_TYPE_MAX = MRL_CTRL_RAIL_UP,
+	MRL_CTRL_WRITE_DATA,	/* a writedata's bytes have landed: raise
+				 * its CQ entry (struct mrl_ctrl_data) */
+	MRL_CTRL_TYPE_MAX = MRL_CTRL_WRITE_DATA,
 };
 
 /*
@@ -92,10 +94,22 @@ struct mrl_ctrl_msg {
 					 * the registration; 0: no preference */
 	uint32_t nonce;			/* KEY_REQ: the asker's, at random;
 					 * KEY_RESP: the request's, echoed */
-	/* then addrlen bytes of address, then nkeys uint64_t rail keys */
+	/* then addrlen bytes of address, then nkeys uint64_t rail keys
+	 * (KEY_RESP) or one struct mrl_ctrl_data (WRITE_DATA) */
 	uint8_t payload[];
 };
 _Static_assert(sizeof(struct mrl_ctrl_msg) == 32, "control header: 32 bytes");
+
+/*
+ * WRITE_DATA: the target's CQ entry for one fi_writedata, sent once every
+ * byte of it is visible at the target (see mrl_rma.c).  The CQ data is the
+ * user's, whole: no bit of it is ours.
+ */
+struct mrl_ctrl_data {
+	uint64_t len;			/* the bytes the writedata placed */
+	uint64_t data;			/* the user's remote CQ data */
+};
+_Static_assert(sizeof(struct mrl_ctrl_data) == 16, "write data: 16 bytes");
 /* a KEY_RESP for 32 rails of 64-byte core addresses fits one buffer */
 _Static_assert(sizeof(struct mrl_ctrl_msg) + sizeof(struct mrl_addr_hdr) +
 	       MRL_MAX_RAILS * (64 + sizeof(uint64_t)) <= MRL_CTRL_BUF_SIZE,

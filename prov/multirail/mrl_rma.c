@@ -7,14 +7,14 @@
  * chunks, with the core's own semantics.  A message the user sends next
  * goes on rail 0 and could overtake chunks still travelling on the other
  * rails: mrl_fence.c makes such a send wait until those rails are flushed.
- * An fi_writedata goes whole on one rail wherever the core takes it in
- * one write (mrl_sched_data_chunk): the target's CQ entry is the core's,
- * with the whole length.  One that is cut (several iovs over a core whose
- * RMA takes one local iov, or any under FI_MULTIRAIL_WRITEDATA_STRIPE) has
- * the engine hold back a final chunk carrying the CQ data until every other
- * chunk completed, and those are all posted with FI_DELIVERY_COMPLETE: so
- * the target's CQ entry, raised by the final chunk, cannot appear before
- * any byte of the op has landed (its len is the final chunk's).
+ *
+ * An fi_writedata is cut over the rails as a write is, but carries no CQ
+ * data to the core: its chunks are posted FI_DELIVERY_COMPLETE (on efa a
+ * completion already means the peer has the bytes), and once all of them
+ * completed a WRITE_DATA control message raises the target's one CQ entry,
+ * with the whole length and the user's data (mrl_ctrl.c).  The op
+ * completes when that message was sent.  Like a send, a writedata first
+ * waits for earlier writes on other rails to land (mrl_fence.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +71,6 @@ int mrl_rma_init(struct mrl_ep *ep)
 		.nrails = ep->nrails,
 		.max_chunks_per_rail = mrl_params.rail_depth,
 		.max_bytes_per_rail = mrl_params.rail_bytes,
-		.final_size = MRL_CHUNK_ALIGN,	/* writedata's last chunk */
 		.fill_chunks = mrl_params.fill_ops,
 		.fill_bytes = mrl_params.fill_bytes,
 		.fill_adapt = mrl_params.fill_adapt,
@@ -100,6 +99,8 @@ int mrl_rma_init(struct mrl_ep *ep)
 	}
 	ep->rma_reqs = &slots[0].req;
 	ep->rma_pool_size = n;
+	ep->announce_wait = NULL;
+	ep->announce_wait_tail = &ep->announce_wait;
 	mrl_rma_sched_init(ep);
 	return 0;
 }
@@ -127,7 +128,6 @@ void mrl_rma_sched_init(struct mrl_ep *ep)
 		.stripe_min = mrl_params.stripe_min,
 		.chunk_size = mrl_params.chunk_size,
 		.max_chunk = ep->domain->core_max_msg,
-		.data_whole = !mrl_params.writedata_stripe,
 	};
 	if (mrl_params.hmem_chunk_size &&
 	    mrl_params.hmem_chunk_size < MRL_CHUNK_ALIGN)
@@ -168,9 +168,8 @@ static unsigned int chunk_needs(struct mrl_ep *ep,
 	struct mrl_sched_chunk c = {
 		.write = op->kind == MRL_OP_WRITE,
 		.delivery_asked = !!(op->flags & FI_DELIVERY_COMPLETE),
-		.data_held_back = (op->flags & FI_REMOTE_CQ_DATA) &&
-				  mrl_op_holds_final(op),
-		.final = chunk->final,
+		.announced = slot_of((struct mrl_op *) op)->req.announce &&
+			     !ep->domain->acked_writes,
 		.rail = chunk->rail,
 	};
 
@@ -197,9 +196,6 @@ static ssize_t post_plain(struct mrl_ep *ep, const struct mrl_chunk *chunk,
 	if (op->kind == MRL_OP_READ)
 		return fi_read(core, op->iov[0].iov_base, op->len, desc, dest,
 			       op->raddr, key, ctx);
-	if (chunk->final && (op->flags & FI_REMOTE_CQ_DATA))
-		return fi_writedata(core, op->iov[0].iov_base, op->len, desc,
-				    op->data, dest, op->raddr, key, ctx);
 	return fi_write(core, op->iov[0].iov_base, op->len, desc, dest,
 			op->raddr, key, ctx);
 }
@@ -220,7 +216,6 @@ static ssize_t post_msg(struct mrl_ep *ep, const struct mrl_chunk *chunk,
 		.msg_iov = iov, .desc = desc, .rma_iov = &rma,
 		.rma_iov_count = 1, .addr = peer->rail[chunk->rail].core_addr,
 		.context = mrl_chunk_hdr((struct mrl_chunk *) chunk),
-		.data = op->data,
 	};
 	struct fid_ep *core = ep->rails[chunk->rail].ep;
 	uint64_t flags = FI_COMPLETION;
@@ -238,8 +233,6 @@ static ssize_t post_msg(struct mrl_ep *ep, const struct mrl_chunk *chunk,
 	}
 	for (i = 0; i < msg.iov_count; i++)
 		desc[i] = mrl_desc_rail(user_desc[i], chunk->rail);
-	if (chunk->final && (op->flags & FI_REMOTE_CQ_DATA))
-		flags |= FI_REMOTE_CQ_DATA;
 	if (needs & MRL_SCHED_DELIVERY)
 		flags |= FI_DELIVERY_COMPLETE;
 	return op->kind == MRL_OP_WRITE ? fi_writemsg(core, &msg, flags) :
@@ -463,7 +456,10 @@ static void op_init(struct mrl_ep *ep, struct mrl_op *op,
 	size_t i;
 
 	op->kind = a->kind;
-	op->flags = a->flags | ep->tx_op_flags;
+	/* the CQ data goes in a message of ours, not in a chunk */
+	op->flags = (a->flags | ep->tx_op_flags) & ~FI_REMOTE_CQ_DATA;
+	slot_of(op)->req.announce = a->kind == MRL_OP_WRITE &&
+		((a->flags | ep->tx_op_flags) & FI_REMOTE_CQ_DATA);
 	op->context = a->context;
 	op->data = a->data;
 	op->len = a->len;
@@ -504,6 +500,73 @@ static uint32_t op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 	return rails;
 }
 
+/*
+ * A writedata announces, like a send, the writes before it: those still
+ * unflushed on other rails land first (-FI_EAGAIN until they did).  Where
+ * they were lost with a failed rail it completes with -FI_EIO instead of
+ * being raised without them, as a send does.  Domain locked.
+ */
+static ssize_t announce_fence(struct mrl_ep *ep, const struct mrl_rma_args *a,
+			      struct mrl_peer *peer)
+{
+	int ret = mrl_fence_progress(ep, peer);
+
+	if (ret != -FI_EIO)
+		return ret;
+	mrl_cntr_inc_err(ep->cntr_write);
+	if (ep->tx_cq)
+		return mrl_cq_write_err(ep->tx_cq, a->context,
+					FI_RMA | FI_WRITE, -FI_EIO, 0, a->data,
+					0);
+	return 0;
+}
+
+/* A writedata of no bytes: its WRITE_DATA at once. */
+static void announce_now(struct mrl_ep *ep, struct mrl_rma_req *req)
+{
+	req->announce = false;
+	mrl_rma_announce(ep, req);
+	ep->rma_general++;
+}
+
+void mrl_rma_announce(struct mrl_ep *ep, struct mrl_rma_req *req)
+{
+	int ret = mrl_ctrl_write_data(ep, req);
+
+	if (ret == -FI_EAGAIN) {	/* every control buffer is taken */
+		req->next_free = NULL;
+		*ep->announce_wait_tail = req;
+		ep->announce_wait_tail = &req->next_free;
+	} else if (ret) {
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "a writedata's CQ data cannot "
+			      "be sent: %s\n", fi_strerror(-ret));
+		mrl_rma_announced(ep, req, ret);
+	}
+}
+
+void mrl_rma_announced(struct mrl_ep *ep, struct mrl_rma_req *req, int err)
+{
+	mrl_rma_done(ep, &req->op, err);
+}
+
+/* Writedata waiting for a control buffer, in order, while there are some. */
+void mrl_rma_announce_waiting(struct mrl_ep *ep)
+{
+	struct mrl_rma_req *req;
+	int ret;
+
+	while ((req = ep->announce_wait)) {
+		ret = mrl_ctrl_write_data(ep, req);
+		if (ret == -FI_EAGAIN)
+			return;
+		ep->announce_wait = req->next_free;
+		if (!ep->announce_wait)
+			ep->announce_wait_tail = &ep->announce_wait;
+		if (ret)
+			mrl_rma_announced(ep, req, ret);
+	}
+}
+
 /* An op checked, to a peer found: into the engine. */
 static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 			 struct mrl_peer *peer)
@@ -515,6 +578,13 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	size_t chunk;
 	int nrails;
 
+	if (a->kind == MRL_OP_WRITE &&
+	    ((a->flags | ep->tx_op_flags) & FI_REMOTE_CQ_DATA)) {
+		ssize_t ret = announce_fence(ep, a, peer);
+
+		if (ret)
+			return ret;
+	}
 	req = ep->rma_free;
 	if (!req) {
 		mrl_ep_progress(ep);
@@ -542,8 +612,10 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	rails = op_rails(ep, peer, slot, a, remote_near);
 	rails = mrl_sched_rails(sched, rails, a->len, ep->engine.busy,
 				&ep->rr_next, &chunk) & mask_of(nrails);
-	if (a->kind == MRL_OP_WRITE && (req->op.flags & FI_REMOTE_CQ_DATA))
-		chunk = mrl_sched_data_chunk(sched, a->len, chunk);
+	if (!a->len && req->announce) {
+		announce_now(ep, req);	/* no byte to land first */
+		return 0;
+	}
 	if (!rails && !peer->rails_down)
 		rails = 1u;	/* rail 0's key until the others are known */
 	mrl_op_prepare(&ep->engine, &req->op, rails, chunk);
@@ -683,10 +755,6 @@ ssize_t post_whole(struct mrl_ep *ep, const struct one_args *a,
 	if (a->kind == MRL_OP_READ)
 		return fi_read(core, op->iov[0].iov_base, op->len, desc, dest,
 			       op->raddr, key, mrl_chunk_hdr(chunk));
-	if (a->flags & FI_REMOTE_CQ_DATA)
-		return fi_writedata(core, op->iov[0].iov_base, op->len, desc,
-				    op->data, dest, op->raddr, key,
-				    mrl_chunk_hdr(chunk));
 	return fi_write(core, op->iov[0].iov_base, op->len, desc, dest,
 			op->raddr, key, mrl_chunk_hdr(chunk));
 }
@@ -808,7 +876,7 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 	/* the op's kind and CQ data from the entry point alone: see
 	 * post_whole */
 	if (a->len - 1 >= ep->whole_max || !req ||
-	    (a->flags & FI_DELIVERY_COMPLETE) ||
+	    (a->flags & (FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)) ||
 	    (mr ? mr->iface != FI_HMEM_SYSTEM : ep->domain->core_mr_local))
 		goto general;
 	peer = mrl_av_peer(ep->av, a->addr);
@@ -1066,6 +1134,8 @@ static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
  * the buffer is free on return and they stay ordered with our messages.
  * A core without RMA inject (efa-direct) says -FI_ENOSYS once; from then
  * on the bytes are copied to a registered buffer and written from there.
+ * An inject with CQ data raises the target's entry as fi_writedata does,
+ * by a WRITE_DATA behind its bytes (mrl_ctrl_inject_data).
  */
 static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 			    uint64_t data, bool with_data, fi_addr_t dest,
@@ -1082,11 +1152,15 @@ static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 	ret = mrl_rail0_target(ep, dest, key, &caddr, &key0);
 	if (ret)
 		goto out;
+	if (with_data) {
+		ret = mrl_ctrl_inject_data(ep, mrl_av_peer(ep->av, dest), buf,
+					   len, data, caddr, addr, key0);
+		if (ret == -FI_EAGAIN)
+			mrl_ep_progress(ep);
+		goto out;
+	}
 	if (!ep->no_rma_inject) {
-		ret = with_data ?
-		      fi_inject_writedata(ep->rails[0].ep, buf, len, data,
-					  caddr, addr, key0) :
-		      fi_inject_write(ep->rails[0].ep, buf, len, caddr, addr,
+		ret = fi_inject_write(ep->rails[0].ep, buf, len, caddr, addr,
 				      key0);
 		if (ret != -FI_ENOSYS || !ep->ctrl_enabled) {
 			mrl_inject_posted(ep, ep->cntr_write, ret);
@@ -1096,8 +1170,7 @@ static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 			 "are copied to a registered buffer and written\n");
 		ep->no_rma_inject = true;
 	}
-	ret = mrl_ctrl_bounce_write(ep, buf, len, data, with_data, caddr, addr,
-				    key0);
+	ret = mrl_ctrl_bounce_write(ep, buf, len, caddr, addr, key0);
 	if (ret == -FI_EAGAIN)
 		mrl_ep_progress(ep);
 out:

@@ -32,8 +32,6 @@ struct mrl_sched_params {
 	size_t chunk_size;	/* largest chunk of a striped op */
 	size_t max_chunk;	/* the core's max_msg_size */
 	bool unmetered;		/* no byte budget per rail, only its depth */
-	bool data_whole;	/* a write with CQ data goes whole where the
-				 * core takes it (mrl_sched_data_chunk) */
 };
 
 /*
@@ -78,23 +76,6 @@ static inline uint32_t mrl_sched_rails(const struct mrl_sched_params *p,
 }
 
 /*
- * A write carrying remote CQ data goes whole, on one rail, wherever the
- * core takes it in one write (within max_chunk): the target's CQ entry is
- * then the core's own, with the whole write's length as fi_cq(3) gives it
- * (aws-ofi-nccl adds those lengths up), raised once.  Cut, the entry
- * would come from the final chunk and carry that chunk's length.  Such
- * writes still spread over the rails, a whole write each.  Without
- * data_whole (FI_MULTIRAIL_WRITEDATA_STRIPE=1) it is cut as a write is.
- */
-static inline size_t mrl_sched_data_chunk(const struct mrl_sched_params *p,
-					  size_t len, size_t chunk)
-{
-	if (p->data_whole && len <= p->max_chunk && len > chunk)
-		return len;
-	return chunk;
-}
-
-/*
  * The rule for device memory, from the host's.  Where the core moves it
  * with one GPU copy per operation (copy_engine: shm's CUDA IPC copy by the
  * peer), a chunk costs a copy's launch and every rail shares one copy
@@ -114,9 +95,8 @@ void mrl_sched_device(const struct mrl_sched_params *host, bool copy_engine,
 struct mrl_sched_chunk {
 	bool write;		/* a write (reads need neither) */
 	bool delivery_asked;	/* the user asked FI_DELIVERY_COMPLETE */
-	bool data_held_back;	/* writedata striped: a final chunk carries
-				 * the CQ data after the body completed */
-	bool final;		/* this is that final chunk */
+	bool announced;		/* a writedata's: a message announces its
+				 * bytes once they all landed */
 	int rail;
 	bool fence_elsewhere;	/* another endpoint tracks this peer's rails
 				 * for fences, so ours cannot */
@@ -127,14 +107,14 @@ struct mrl_sched_chunk {
 
 /*
  * Rail 0 carries messages, so only writes on other rails can be overtaken
- * by a later send.  writedata's body must be at the target before the
- * final chunk raises the CQ entry there, so it completes on delivery.
+ * by a later send.  A writedata's bytes must be at the target before its
+ * message raises the CQ entry there, so they complete on delivery.
  */
 static inline unsigned int mrl_sched_chunk(const struct mrl_sched_chunk *c)
 {
 	if (!c->write)
 		return 0;
-	if (c->delivery_asked || (c->data_held_back && !c->final))
+	if (c->delivery_asked || c->announced)
 		return MRL_SCHED_DELIVERY;
 	if (!c->rail)
 		return 0;
