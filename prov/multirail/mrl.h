@@ -662,13 +662,23 @@ struct mrl_msg_req {
 	uint64_t flags;			/* FI_SEND|FI_MSG, FI_RECV|FI_TAGGED... */
 	size_t len;
 	struct mrl_msg_req *next_free;
+	void *copy;			/* a send of more iovs than the core
+					 * takes: from this copy of them */
+	struct fid_mr *copy_mr;
 };
+
+/* The most local and remote iovs of one RMA op (scatter-gather, mrl_rma.c) */
+#define MRL_SG_IOV_MAX		256
+
+struct mrl_rma_sg;
 
 /* A user RMA op: the engine's op plus what its completion needs. */
 struct mrl_rma_req {
 	struct mrl_op op;
 	struct mrl_rma_req *next_free;	/* free list, or the endpoint's
 					 * announce_wait */
+	struct mrl_rma_sg *parent;	/* a piece of a scatter-gather op:
+					 * completes into it (mrl_rma.c) */
 	bool announce;			/* a writedata: once its bytes landed,
 					 * a WRITE_DATA raises the target's
 					 * entry, and its send completes the
@@ -737,6 +747,7 @@ struct mrl_ep {
 	struct mrl_cntr *cntr_rwrite, *cntr_rread;
 	uint64_t tx_op_flags, rx_op_flags;
 	size_t tx_iov_limit, rx_iov_limit;	/* what fi_getinfo said */
+	size_t msg_iov_limit;		/* a send of more is sent from a copy */
 	bool enabled;
 	void *name;			/* our composite address */
 	size_t namelen;
@@ -876,6 +887,8 @@ void mrl_rma_announce(struct mrl_ep *ep, struct mrl_rma_req *req);
 /* Its WRITE_DATA was sent (err 0) or cannot be: the op completes */
 void mrl_rma_announced(struct mrl_ep *ep, struct mrl_rma_req *req, int err);
 void mrl_rma_announce_waiting(struct mrl_ep *ep);
+/* A scatter-gather op's piece completed: the op does once every piece did */
+void mrl_rma_piece_done(struct mrl_ep *ep, struct mrl_rma_req *req, int err);
 
 /* ---- control channel ------------------------------------------------------ */
 
@@ -1043,7 +1056,11 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 	bool read = op->kind == MRL_OP_READ;
 	uint64_t flags = mrl_rma_comp_flags(op->kind);
 
-	if (__builtin_expect(req->announce, 0)) {
+	if (__builtin_expect(req->announce || req->parent, 0)) {
+		if (req->parent) {
+			mrl_rma_piece_done(ep, req, err);
+			return;
+		}
 		req->announce = false;
 		if (!err) {
 			mrl_rma_announce(ep, req);	/* completes it later */

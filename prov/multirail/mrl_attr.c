@@ -227,10 +227,10 @@ void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
 	fi->tx_attr->op_flags = hints ? hints->tx_attr->op_flags : 0;
 	fi->tx_attr->msg_order = order_we_keep(core->tx_attr->msg_order);
 	fi->tx_attr->comp_order = MRL_ORDER_NONE;
-	iov_limit = core->tx_attr->iov_limit;
-	fi->tx_attr->iov_limit = iov_limit < MRL_IOV_LIMIT ?
-				 iov_limit : MRL_IOV_LIMIT;
-	fi->tx_attr->rma_iov_limit = 1;
+	/* RMA cuts many iovs into pieces; a send of more than the core
+	 * takes goes from a copy (mrl_msg.c) */
+	fi->tx_attr->iov_limit = MRL_SG_IOV_MAX;
+	fi->tx_attr->rma_iov_limit = MRL_SG_IOV_MAX;
 
 	*fi->rx_attr = *core->rx_attr;
 	fi->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RMA | FI_RECV |

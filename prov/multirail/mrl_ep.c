@@ -745,6 +745,15 @@ static size_t iov_limit(size_t asked, size_t core)
 	return asked && asked < n ? asked : n;
 }
 
+/*
+ * A transmit takes MRL_SG_IOV_MAX iovs: RMA cuts them into pieces
+ * (mrl_rma.c), a send of more than the core takes goes from a copy.
+ */
+static size_t tx_iov_limit(size_t asked)
+{
+	return asked && asked < MRL_SG_IOV_MAX ? asked : MRL_SG_IOV_MAX;
+}
+
 int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **ep_out, void *context)
 {
@@ -773,9 +782,10 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->enter_slow = dom->locking;
 	mrl_rma_tx_flags_set(ep, info->tx_attr ? info->tx_attr->op_flags : 0);
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
-	ep->tx_iov_limit = iov_limit(info->tx_attr ?
-				     info->tx_attr->iov_limit : 0,
-				     dom->rails[0].info->tx_attr->iov_limit);
+	ep->tx_iov_limit = tx_iov_limit(info->tx_attr ?
+					info->tx_attr->iov_limit : 0);
+	ep->msg_iov_limit = iov_limit(0,
+				      dom->rails[0].info->tx_attr->iov_limit);
 	ep->rx_iov_limit = iov_limit(info->rx_attr ?
 				     info->rx_attr->iov_limit : 0,
 				     dom->rails[0].info->rx_attr->iov_limit);

@@ -26,6 +26,13 @@ struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep)
 
 void mrl_msg_req_put(struct mrl_ep *ep, struct mrl_msg_req *req)
 {
+	if (req->copy) {
+		if (req->copy_mr)
+			fi_close(&req->copy_mr->fid);
+		free(req->copy);
+		req->copy = NULL;
+		req->copy_mr = NULL;
+	}
 	req->hdr.kind = 0;
 	req->next_free = ep->msg_free;
 	ep->msg_free = req;
@@ -48,8 +55,16 @@ int mrl_msg_init(struct mrl_ep *ep, size_t n)
 	return 0;
 }
 
+/* After the core endpoints are closed: sends still out free their copies. */
 void mrl_msg_fini(struct mrl_ep *ep)
 {
+	size_t i;
+
+	for (i = 0; ep->msg_reqs && i < ep->msg_pool_size; i++) {
+		if (ep->msg_reqs[i].copy_mr)
+			fi_close(&ep->msg_reqs[i].copy_mr->fid);
+		free(ep->msg_reqs[i].copy);
+	}
 	free(ep->msg_reqs);
 	ep->msg_reqs = NULL;
 }
@@ -181,9 +196,59 @@ static ssize_t send_lost(struct mrl_ep *ep, const struct msg_args *a)
 	return 0;
 }
 
-static ssize_t post(struct mrl_ep *ep, const struct msg_args *a)
+/*
+ * A send of more iovs than the core takes goes from one copy of them, made
+ * here (host memory only; registered for a core that needs it) and freed
+ * with the request.  *a then names the copy.
+ */
+static int send_from_copy(struct mrl_ep *ep, struct mrl_msg_req *req,
+			  struct msg_args *a, struct iovec *iov, void **desc)
+{
+	size_t len = mrl_iov_len(a->iov, a->count), off = 0, i;
+	const struct mrl_mr *mr;
+	int ret;
+
+	for (i = 0; a->desc && i < a->count; i++) {
+		mr = a->desc[i];
+		if (mr && mr->iface != FI_HMEM_SYSTEM) {
+			MRL_WARN(FI_LOG_EP_DATA, "a send of %zu iovs of device "
+				 "memory: the core takes %zu\n", a->count,
+				 ep->msg_iov_limit);
+			return -FI_EINVAL;
+		}
+	}
+	req->copy = malloc(len ? len : 1);
+	if (!req->copy)
+		return -FI_ENOMEM;
+	for (i = 0; i < a->count; i++) {
+		memcpy((char *) req->copy + off, a->iov[i].iov_base,
+		       a->iov[i].iov_len);
+		off += a->iov[i].iov_len;
+	}
+	if (ep->domain->core_mr_local) {
+		ret = fi_mr_reg(ep->domain->rails[0].domain, req->copy,
+				len ? len : 1, FI_SEND, 0, 0, 0, &req->copy_mr,
+				NULL);
+		if (ret) {
+			MRL_WARN(FI_LOG_EP_DATA, "a send's copy: fi_mr_reg: "
+				 "%s\n", fi_strerror(-ret));
+			return ret;
+		}
+	}
+	iov->iov_base = req->copy;
+	iov->iov_len = len;
+	desc[0] = req->copy_mr ? fi_mr_desc(req->copy_mr) : NULL;
+	a->iov = iov;
+	a->desc = NULL;
+	a->count = 1;
+	return 0;
+}
+
+static ssize_t post(struct mrl_ep *ep, const struct msg_args *args)
 {
 	struct fid_ep *core = ep->rails[0].ep;
+	struct msg_args copied = *args, *a = &copied;
+	struct iovec copy_iov;
 	void *desc[MRL_IOV_LIMIT];
 	struct mrl_peer *peer = NULL;
 	struct mrl_msg_req *req;
@@ -214,8 +279,17 @@ static ssize_t post(struct mrl_ep *ep, const struct msg_args *a)
 		ret = -FI_EAGAIN;
 		goto out;
 	}
-	for (i = 0; i < a->count; i++)
-		desc[i] = mrl_desc_rail(a->desc ? a->desc[i] : NULL, 0);
+	if (a->count > ep->msg_iov_limit) {
+		ret = send_from_copy(ep, req, a, &copy_iov, desc);
+		if (ret) {
+			mrl_msg_req_put(ep, req);
+			goto out;
+		}
+	} else {
+		for (i = 0; i < a->count; i++)
+			desc[i] = mrl_desc_rail(a->desc ? a->desc[i] : NULL,
+						0);
+	}
 
 	if (a->tagged) {
 		struct fi_msg_tagged m = {

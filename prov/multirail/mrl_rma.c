@@ -360,6 +360,15 @@ int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 	return 0;
 }
 
+static size_t rma_iov_len(const struct fi_rma_iov *rma, size_t count)
+{
+	size_t i, len = 0;
+
+	for (i = 0; i < count; i++)
+		len += rma[i].len;
+	return len;
+}
+
 static int check_rma(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
 	size_t len = a->len;
@@ -374,14 +383,14 @@ static int check_rma(struct mrl_ep *ep, const struct mrl_rma_args *a)
 			 ep->tx_iov_limit);
 		return -FI_EINVAL;
 	}
-	if (a->rma_count != 1 || !a->rma_iov) {
-		MRL_WARN(FI_LOG_EP_DATA, "%zu remote iovs, exactly 1 "
-			 "supported\n", a->rma_count);
+	if (!a->rma_count || a->rma_count > MRL_SG_IOV_MAX || !a->rma_iov) {
+		MRL_WARN(FI_LOG_EP_DATA, "%zu remote iovs: 1 to %d\n",
+			 a->rma_count, MRL_SG_IOV_MAX);
 		return -FI_EINVAL;
 	}
-	if (a->rma_iov->len < len) {
-		MRL_WARN(FI_LOG_EP_DATA, "remote iov of %zu bytes for %zu\n",
-			 (size_t) a->rma_iov->len, len);
+	if (rma_iov_len(a->rma_iov, a->rma_count) < len) {
+		MRL_WARN(FI_LOG_EP_DATA, "remote iovs of %zu bytes for %zu\n",
+			 rma_iov_len(a->rma_iov, a->rma_count), len);
 		return -FI_EINVAL;
 	}
 	if (len > ep->info->ep_attr->max_msg_size) {
@@ -628,6 +637,216 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	return 0;
 }
 
+/*
+ * Scatter-gather.  An op of more local iovs than an engine op holds
+ * (MRL_IOV_LIMIT), or of several remote iovs (each its own key and
+ * address), is cut into pieces: each a range of one remote iov and at
+ * most MRL_IOV_LIMIT local iovs, posted the general way and striped as
+ * any op is.  A head request, which never enters the engine, holds the
+ * user's context, length and CQ data: it completes once, when the last
+ * piece has (a writedata's pieces are delivery-complete, and the head
+ * then sends the one WRITE_DATA, with the whole length).  Every request
+ * is reserved before the first piece goes, so the op is posted whole or
+ * not at all.
+ */
+struct mrl_rma_sg {
+	struct mrl_rma_req *head;
+	size_t pending;			/* pieces posted, not back */
+	bool all_posted;
+	int err;			/* the first piece's error */
+};
+
+/* Where a walk over the local iovs stands. */
+struct sg_cursor {
+	size_t iov;
+	size_t off;
+};
+
+/*
+ * The next piece of remote range [.., left bytes) from the local iovs at
+ * cur: its iovs in iov/desc (at most MRL_IOV_LIMIT), its length returned.
+ */
+static size_t sg_next_piece(const struct mrl_rma_args *a, struct sg_cursor *cur,
+			    size_t left, struct iovec *iov, void **desc,
+			    size_t *n)
+{
+	size_t len = 0, avail, take;
+
+	*n = 0;
+	while (*n < MRL_IOV_LIMIT && cur->iov < a->count && len < left) {
+		avail = a->iov[cur->iov].iov_len - cur->off;
+		if (!avail) {
+			cur->iov++;
+			cur->off = 0;
+			continue;
+		}
+		take = avail < left - len ? avail : left - len;
+		iov[*n].iov_base = (char *) a->iov[cur->iov].iov_base +
+				   cur->off;
+		iov[*n].iov_len = take;
+		desc[*n] = a->desc ? a->desc[cur->iov] : NULL;
+		(*n)++;
+		len += take;
+		cur->off += take;
+	}
+	return len;
+}
+
+/* Pieces of a (sg NULL: counted only), or posted to peer for sg. */
+static size_t sg_walk(struct mrl_ep *ep, const struct mrl_rma_args *a,
+		      struct mrl_peer *peer, struct mrl_rma_sg *sg,
+		      uint64_t piece_flags)
+{
+	struct sg_cursor cur = { 0, 0 };
+	struct iovec iov[MRL_IOV_LIMIT];
+	void *desc[MRL_IOV_LIMIT];
+	struct fi_rma_iov rma;
+	struct mrl_rma_args p;
+	size_t r, n, len, off, pieces = 0, left = a->len;
+	struct mrl_rma_req *req;
+
+	for (r = 0; r < a->rma_count && left; r++) {
+		for (off = 0; off < a->rma_iov[r].len && left; off += len) {
+			len = sg_next_piece(a, &cur, a->rma_iov[r].len - off,
+					    iov, desc, &n);
+			if (!len)
+				break;
+			left -= len;
+			pieces++;
+			if (!sg)
+				continue;
+			rma = (struct fi_rma_iov) { a->rma_iov[r].addr + off,
+						    len, a->rma_iov[r].key };
+			p = (struct mrl_rma_args) {
+				.kind = a->kind, .iov = iov, .desc = desc,
+				.count = n, .len = len, .addr = a->addr,
+				.rma_iov = &rma, .rma_count = 1,
+				.flags = piece_flags,
+			};
+			/* the piece may fail at once (no rail): it must
+			 * know its parent first */
+			req = ep->rma_free;
+			req->parent = sg;
+			sg->pending++;
+			if (submit_to(ep, &p, peer)) {
+				req->parent = NULL;
+				sg->pending--;
+				if (!sg->err)
+					sg->err = -FI_EIO;
+			}
+		}
+	}
+	return pieces;
+}
+
+/* Are n requests free (the pieces and the head)? */
+static bool reqs_free(const struct mrl_ep *ep, size_t n)
+{
+	const struct mrl_rma_req *req = ep->rma_free;
+
+	for (; req && n; n--)
+		req = req->next_free;
+	return !n;
+}
+
+static void sg_finish(struct mrl_ep *ep, struct mrl_rma_sg *sg)
+{
+	struct mrl_rma_req *head = sg->head;
+	int err = sg->err;
+
+	free(sg);
+	if (err)
+		head->announce = false;
+	mrl_rma_done(ep, &head->op, err);
+}
+
+void mrl_rma_piece_done(struct mrl_ep *ep, struct mrl_rma_req *req, int err)
+{
+	struct mrl_rma_sg *sg = req->parent;
+
+	req->parent = NULL;
+	mrl_rma_req_push(&ep->rma_free, req);
+	if (err && !sg->err)
+		sg->err = err;
+	if (!--sg->pending && sg->all_posted)
+		sg_finish(ep, sg);
+}
+
+/*
+ * Every remote iov's key is checked (and asked for) before any piece
+ * goes: a bad one fails the whole op, not its tail.
+ */
+static int sg_check_keys(struct mrl_ep *ep, const struct mrl_rma_args *a,
+			 struct mrl_peer *peer)
+{
+	uint64_t keys[MRL_MAX_RAILS];
+	const uint64_t *keyv;
+	size_t r;
+	int ret;
+
+	for (r = 0; r < a->rma_count; r++) {
+		if (r && a->rma_iov[r].key == a->rma_iov[r - 1].key)
+			continue;
+		ret = resolve_keys(ep, peer, a->rma_iov[r].key, keys, &keyv,
+				   NULL);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static ssize_t sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
+			 struct mrl_peer *peer)
+{
+	uint64_t flags = a->flags | ep->tx_op_flags;
+	bool announce = a->kind == MRL_OP_WRITE && (flags & FI_REMOTE_CQ_DATA);
+	struct mrl_rma_req *head;
+	struct mrl_rma_sg *sg;
+	size_t pieces = sg_walk(ep, a, peer, NULL, 0);
+	ssize_t ret;
+
+	ret = sg_check_keys(ep, a, peer);
+	if (ret)
+		return ret;
+	if (announce) {
+		ret = announce_fence(ep, a, peer);
+		if (ret)
+			return ret;
+	}
+	if (!reqs_free(ep, pieces + 1)) {
+		mrl_ep_progress(ep);
+		return -FI_EAGAIN;
+	}
+	sg = calloc(1, sizeof(*sg));
+	if (!sg)
+		return -FI_ENOMEM;
+	head = ep->rma_free;
+	ep->rma_free = head->next_free;
+	head->op.kind = a->kind;
+	head->op.flags = flags & ~FI_REMOTE_CQ_DATA;
+	head->op.context = a->context;
+	head->op.data = a->data;
+	head->op.len = a->len;
+	head->op.peer = peer;
+	head->announce = announce;
+	sg->head = head;
+	flags &= ~(FI_REMOTE_CQ_DATA | FI_INJECT);
+	if (announce && !ep->domain->acked_writes)
+		flags |= FI_DELIVERY_COMPLETE;
+	sg_walk(ep, a, peer, sg, flags);
+	sg->all_posted = true;
+	if (!sg->pending)
+		sg_finish(ep, sg);	/* every piece done, or none posted */
+	ep->rma_general++;
+	return 0;
+}
+
+/* One engine op holds it: one remote iov, MRL_IOV_LIMIT local ones. */
+static bool fits_one_op(const struct mrl_rma_args *a)
+{
+	return a->rma_count == 1 && a->count <= MRL_IOV_LIMIT;
+}
+
 static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
 	struct mrl_peer *peer;
@@ -641,6 +860,15 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 		MRL_WARN(FI_LOG_EP_DATA, "fi_addr %lu not in the AV\n",
 			 (unsigned long) a->addr);
 		return -FI_EINVAL;
+	}
+	if (!fits_one_op(a) && a->len)
+		return sg_submit(ep, a, peer);
+	if (!fits_one_op(a)) {		/* no byte: nothing to cut */
+		struct mrl_rma_args none = *a;
+
+		none.count = 0;
+		none.rma_count = 1;
+		return submit_to(ep, &none, peer);
 	}
 	return submit_to(ep, a, peer);
 }
@@ -1005,7 +1233,7 @@ one_rekey(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 /* The iovs' length; 0 for iovs check_rma refuses anyway. */
 static size_t iov_len(const struct iovec *iov, size_t count)
 {
-	return count <= MRL_IOV_LIMIT && iov ? mrl_iov_len(iov, count) : 0;
+	return count <= MRL_SG_IOV_MAX && iov ? mrl_iov_len(iov, count) : 0;
 }
 
 static ssize_t rma_msg(struct fid_ep *ep, enum mrl_op_kind kind,
