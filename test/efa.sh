@@ -49,6 +49,8 @@ FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm FI_MULTIRAIL_STRIPE_MIN=2048 \
 	FI_MULTIRAIL_CHUNK_SIZE=4096 rma -I -o writedata -S 1048576 -W 8 -A
 FI_MULTIRAIL_RAILS=rdmap79s0-rdm,rdmap80s0-rdm FI_MULTIRAIL_STRIPE_MIN=2048 \
 	FI_MULTIRAIL_CHUNK_SIZE=4096 rma -o writedata -S 1048576 -W 8 -A
+# and one at a time, over the 4 NICs
+rma -o writedata -S 16777216 -W 1 -A
 # names cut to FI_NAME_MAX (rail 0 and, over efa-direct, the control
 # endpoint): the rest learned in a HELLO, then every rail carries bytes
 rma -o write -S 4194304 -W 4 -C -A

@@ -20,9 +20,11 @@ for rails in lo lo,lo lo,lo,lo,lo; do
 		FI_MULTIRAIL_CHUNK_SIZE=4096 run -o all -S 4194304 -W 4 $all
 done
 FI_MULTIRAIL_RAILS=lo,lo run -R -o all -S 1048576 -W 4
-# writedata of two iovs, whole on one rail: the target's entry has the
-# whole length (where the core gives one: not 1.17's rxm)
+# writedata of two iovs, cut over 4 rails: the target's entry has the
+# whole length, whatever the core reports (1.17's rxm: 0)
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -I -o writedata -S 4194304 -W 8
+# one writedata at a time, cut over 4 rails: each entry checked as it comes
+FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -o writedata -S 16777216 -W 1 -A
 # completions written straight into the reader's buffer, in each CQ format,
 # read a random number at a time (the ring takes what does not fit there)
 for f in context msg data tagged; do
