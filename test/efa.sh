@@ -115,8 +115,8 @@ FI_EFA_EMU_OPT_REFUSE=81 run ./test/opt_test -r
 # A target that starts progressing 3 s late: the test provider takes the
 # writes and completes none until then, three times the deadline.  The
 # target has not answered yet, so FI_MULTIRAIL_CONNECT_TIMEOUT_MS judges
-# rail 0, not the rails' deadline (on stop 39's code rail 0 went out and
-# every op failed -FI_EHOSTUNREACH).
+# rail 0, not the rails' deadline (which would take rail 0 out and fail
+# every op -FI_EHOSTUNREACH).
 FI_MULTIRAIL_RAIL_TIMEOUT_MS=1000 rma -o write -X 16 -S 16777216 -W 8 -J 3000
 # Rail failure (docs/reliability.md), NIC 82 is rail 3.  Its transmits fail
 # for 1.5 s after its 50th: the failed chunks go to the other rails, every

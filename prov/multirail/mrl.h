@@ -461,11 +461,12 @@ struct mrl_cq_err {
 #define MRL_HEALTH_TICK		64
 
 /*
- * The quiet poll's lease (issue 18: a poll that finds nothing costs the
- * core's poll + 10%).  A poll of a lean CQ (mrl_cq.c) that leaves its
- * endpoint quiet (nothing in flight, nothing due, its CQs empty) grants
- * each lean CQ of the endpoint a lease: its next polls do the least a poll
- * can, one idle rail's core CQ read, by rotation, and nothing else.
+ * The quiet poll's lease (the aim: a poll that finds nothing costs no
+ * more than the core's poll + 10%).  A poll of a lean CQ (mrl_cq.c)
+ * that leaves its endpoint quiet (nothing in flight, nothing due, its
+ * CQs empty) grants each lean CQ of the endpoint a lease: its next polls
+ * do the least a poll can, one idle rail's core CQ read, by rotation, and
+ * nothing else.
  * Whatever could end the quiet (any call on the endpoint, progress of any
  * kind) ends the leases first (mrl_ep_lease_end), so none outlives it; a
  * poll that finds something hands it to progress as any poll would.  A

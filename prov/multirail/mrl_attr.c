@@ -248,7 +248,7 @@ void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
 	*fi->ep_attr = *core->ep_attr;
 	fi->ep_attr->type = FI_EP_RDM;
 	fi->ep_attr->protocol = FI_PROTO_UNSPEC;
-	fi->ep_attr->protocol_version = 1;
+	fi->ep_attr->protocol_version = MRL_PROTO_VERSION;
 	fi->ep_attr->mem_tag_format = core->ep_attr->mem_tag_format &
 				      ~MRL_CTRL_TAG;
 	fi->ep_attr->tx_ctx_cnt = fi->ep_attr->rx_ctx_cnt = 1;

@@ -249,7 +249,7 @@ read_lean(struct mrl_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
 }
 
 /*
- * Every poll of an empty CQ comes here (issue 18: the core's poll + 10%).
+ * Every poll of an empty CQ comes here (the aim: the core's poll + 10%).
  * Under a lease (struct mrl_lease): one idle rail's core CQ read, and what
  * it found, if anything, handed to progress with the reader's buffer.
  * Nothing of the reader's needs to outlive the core's call but cq.

@@ -519,8 +519,8 @@ void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err)
 /*
  * Writedata.  The target's CQ entry for an fi_writedata comes from a
  * WRITE_DATA that the initiator sends once every byte of the write is
- * visible at the target (its chunks completed delivery-complete, or on
- * efa, whose completion is the peer's acknowledgement): so the entry
+ * visible at the target (its chunks completed delivery-complete; over
+ * efa-direct, which ignores that flag, RDMA completions): so the entry
  * cannot come before any byte, on a core with no ordering at all, and
  * carries the whole write's length and the user's data, whatever the
  * core would report.  It is sent once: a send that fails fails the op.
@@ -604,7 +604,6 @@ ssize_t mrl_ctrl_inject_data(struct mrl_ep *ep, struct mrl_peer *peer,
 			return -FI_EMSGSIZE;
 		memcpy(b->data, buf, len);
 		ret = post_bounce(ep, b, len, dest, addr, key,
-				  ep->domain->acked_writes ? 0 :
 				  FI_DELIVERY_COMPLETE);
 		if (ret)
 			return ret;

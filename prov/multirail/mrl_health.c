@@ -501,7 +501,7 @@ void mrl_health_tick(struct mrl_ep *ep)
 		/*
 		 * The rails with chunks or side requests (fences among them),
 		 * and those that had some at the last tick, to reset their
-		 * watch: an idle rail costs nothing per tick (issue 18).
+		 * watch: an idle rail costs nothing per tick.
 		 */
 		rails = ep->engine.busy | ep->side_busy;
 		watch = rails | ep->watched_rails;

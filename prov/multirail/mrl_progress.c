@@ -297,7 +297,7 @@ ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 }
 
 /*
- * The fast path's completions straight to the user's read (issue 18):
+ * The fast path's completions straight to the user's read:
  * from e on, while each entry is a whole chunk back fine and the reader's
  * buffer has room, its op's entry goes there.  What mrl_rma_done and
  * mrl_cq_write ask of each entry is asked once for the run: an RMA op's

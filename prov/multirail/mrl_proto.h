@@ -115,6 +115,10 @@ _Static_assert(sizeof(struct mrl_ctrl_msg) + sizeof(struct mrl_addr_hdr) +
 	       MRL_MAX_RAILS * (64 + sizeof(uint64_t)) <= MRL_CTRL_BUF_SIZE,
 	       "a full KEY_RESP fits a control buffer");
 
+/* fi_info's ep_attr->protocol_version: the address format's version in the
+ * high byte, the control messages' in the low one. */
+#define MRL_PROTO_VERSION	((MRL_ADDR_VERSION << 8) | MRL_CTRL_VERSION)
+
 /* ---- parsers (mrl_proto.c: no libfabric object, fuzzed by test/fuzz_proto) */
 
 #include <stddef.h>

@@ -9,8 +9,9 @@
  * rails: mrl_fence.c makes such a send wait until those rails are flushed.
  *
  * An fi_writedata is cut over the rails as a write is, but carries no CQ
- * data to the core: its chunks are posted FI_DELIVERY_COMPLETE (on efa a
- * completion already means the peer has the bytes), and once all of them
+ * data to the core: its chunks are posted FI_DELIVERY_COMPLETE on every
+ * core (efa's RDM protocol may complete a plain write before placing it;
+ * efa-direct ignores the flag, its completion being the NIC's), and once all of them
  * completed a WRITE_DATA control message raises the target's one CQ entry,
  * with the whole length and the user's data (mrl_ctrl.c).  The op
  * completes when that message was sent.  Like a send, a writedata first
@@ -168,8 +169,7 @@ static unsigned int chunk_needs(struct mrl_ep *ep,
 	struct mrl_sched_chunk c = {
 		.write = op->kind == MRL_OP_WRITE,
 		.delivery_asked = !!(op->flags & FI_DELIVERY_COMPLETE),
-		.announced = slot_of((struct mrl_op *) op)->req.announce &&
-			     !ep->domain->acked_writes,
+		.announced = slot_of((struct mrl_op *) op)->req.announce,
 		.rail = chunk->rail,
 	};
 
@@ -831,7 +831,7 @@ static ssize_t sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	head->announce = announce;
 	sg->head = head;
 	flags &= ~(FI_REMOTE_CQ_DATA | FI_INJECT);
-	if (announce && !ep->domain->acked_writes)
+	if (announce)
 		flags |= FI_DELIVERY_COMPLETE;
 	sg_walk(ep, a, peer, sg, flags);
 	sg->all_posted = true;
@@ -1072,10 +1072,12 @@ one_submit(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 }
 
 /*
- * The small op's fast path (issue 18): fi_write, fi_writedata, fi_read
- * and their one-iov forms, of host memory, under the stripe size, to a
- * peer whose keys we know and whose rails all work, sent whole on one rail
- * with the core's plain call, nothing asked of it but a completion.
+ * The small op's fast path: fi_write, fi_read and their one-iov forms
+ * (fi_writedata comes here too and takes the general way: its entry
+ * needs a WRITE_DATA after every byte), of host memory, under the stripe
+ * size, to a peer whose keys we know and whose rails all work, sent
+ * whole on one rail with the core's plain call, nothing asked of it but
+ * a completion.
  * Where any of that does not hold: rma_submit, which handles every case
  * (and warns of bad input); a key other than the peer's hint: one_rekey
  * (with rekey).  The op's state is the general way's, so failover, fences

@@ -124,11 +124,13 @@ struct mrl_op {
 
 	/*
 	 * Remote CQ data must not be visible at the target before all the
-	 * bytes are.  The core orders nothing across rails, so when an op is
-	 * cut into several chunks, the body goes first and the final chunk,
-	 * the only one carrying the data, is posted only after every body
-	 * chunk completed.  The rail layer posts body chunks with delivery
-	 * complete semantics, so "completed" means "visible at the target".
+	 * bytes are.  The core orders nothing across rails, so when an op
+	 * with FI_REMOTE_CQ_DATA is cut into several chunks, the body goes
+	 * first and the final chunk, the only one carrying the data, is
+	 * posted only after every body chunk completed; "completed" must
+	 * mean "visible at the target".  mrl_rma.c gives the engine no op
+	 * with that flag: a writedata's chunks carry no data, and its entry
+	 * comes from a WRITE_DATA message once they all completed.
 	 */
 	size_t body_len;		/* == len when there is no final chunk */
 	bool final_posted;
@@ -330,7 +332,7 @@ static inline void mrl_op_clean(struct mrl_op *op)
 }
 
 /*
- * The small op's fast path (mrl_rma.c, issue 18): an op of one buffer that
+ * The small op's fast path (mrl_rma.c): an op of one buffer that
  * goes whole, as its own final chunk, on one rail, without the queue.
  * mrl_engine_whole_take gives its chunk on the lowest rail of rail_mask
  * (within the engine's rails, not 0) below its fill level, an idle one
@@ -511,8 +513,8 @@ static inline void mrl_engine_returned(struct mrl_engine *eng, int rail,
  *
  * Until every rail read is at the top, the engine spreads: whole ops go to
  * idle rails first.  Where links are the limit a rail left idle is
- * bandwidth lost: on the testbed's 8 rails, 4 KiB ops (issue 18), the
- * window's ops filled the low rails and the high ones waited, often long
+ * bandwidth lost: on the testbed's 8 rails with 4 KiB ops, unspread, the
+ * window's ops fill the low rails and the high ones wait, often long
  * enough for the low rails alone to hold the window.  Where the reader is
  * the limit every rail is soon at the top, and filling few rails saves
  * reads.  Only the op's own rails count: one never read, or read no more
@@ -595,7 +597,7 @@ static inline bool mrl_engine_rails_busy(const struct mrl_engine *eng,
 	return (eng->busy & mask) == mask;
 }
 
-/* writedata cut in several chunks: the last carries the CQ data, later. */
+/* An op with CQ data cut in several chunks: the last carries it, later. */
 static inline bool mrl_op_holds_final(const struct mrl_op *op)
 {
 	return op->body_len && op->body_len < op->len;
