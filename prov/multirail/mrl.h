@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <sys/uio.h>
 
 #include <rdma/fabric.h>
@@ -814,6 +815,11 @@ struct mrl_ep {
 					 * (fi_multirail_ep_stats) */
 };
 
+static inline struct mrl_ep *mrl_ep_of(struct fid_ep *ep)
+{
+	return mrl_container_of(ep, struct mrl_ep, ep_fid);
+}
+
 int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 		struct fid_ep **ep, void *context);
 
@@ -1084,9 +1090,23 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 	mrl_rma_req_push(&ep->rma_free, req);
 }
 
+static inline uint32_t mrl_rail_bit(int rail)
+{
+	return 1u << rail;
+}
+
 static inline uint32_t mrl_rail_mask(int nrails)
 {
 	return nrails >= 32 ? ~0u : (1u << nrails) - 1;
+}
+
+/* The one clock of the provider: monotonic, in ns. */
+static inline uint64_t mrl_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 /* Every rail to the peer out of service (mrl_health.c). */

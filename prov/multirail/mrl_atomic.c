@@ -12,11 +12,6 @@
 
 #include "mrl.h"
 
-static struct mrl_ep *to_ep(struct fid_ep *ep)
-{
-	return mrl_container_of(ep, struct mrl_ep, ep_fid);
-}
-
 enum atomic_kind { ATOMIC_WRITE, ATOMIC_FETCH, ATOMIC_COMPARE };
 
 /* The ioc arrays of one atomic, in the user's descriptors or the core's. */
@@ -26,7 +21,7 @@ struct atomic_iocs {
 	size_t count;
 };
 
-static int check_iocs(const char *what, const struct atomic_iocs *a,
+static int mrl_check_iocs(const char *what, const struct atomic_iocs *a,
 		      bool local_mr)
 {
 	size_t i;
@@ -46,7 +41,7 @@ static int check_iocs(const char *what, const struct atomic_iocs *a,
 	return 0;
 }
 
-static void core_descs(const struct atomic_iocs *a, void **out)
+static void mrl_core_descs(const struct atomic_iocs *a, void **out)
 {
 	size_t i;
 
@@ -54,13 +49,13 @@ static void core_descs(const struct atomic_iocs *a, void **out)
 		out[i] = mrl_desc_rail(a->desc ? a->desc[i] : NULL, 0);
 }
 
-static uint64_t completion_flags(enum atomic_kind kind)
+static uint64_t mrl_completion_flags(enum atomic_kind kind)
 {
 	return FI_ATOMIC | (kind == ATOMIC_WRITE ? FI_WRITE : FI_READ);
 }
 
 /* Rail 0's address and keys for the target side of msg. */
-static int core_target(struct mrl_ep *ep, const struct fi_msg_atomic *msg,
+static int mrl_core_target(struct mrl_ep *ep, const struct fi_msg_atomic *msg,
 		       fi_addr_t *addr, struct fi_rma_ioc *rma)
 {
 	size_t i;
@@ -82,7 +77,7 @@ static int core_target(struct mrl_ep *ep, const struct fi_msg_atomic *msg,
 	return 0;
 }
 
-static ssize_t post(struct mrl_ep *ep, enum atomic_kind kind,
+static ssize_t mrl_atomic_post(struct mrl_ep *ep, enum atomic_kind kind,
 		    const struct fi_msg_atomic *msg,
 		    const struct atomic_iocs *cmp,
 		    const struct atomic_iocs *res, uint64_t flags)
@@ -97,23 +92,23 @@ static ssize_t post(struct mrl_ep *ep, enum atomic_kind kind,
 	ssize_t ret;
 
 	mrl_ep_lock(ep);
-	ret = check_iocs("source", &src, local_mr && !(flags & FI_INJECT));
+	ret = mrl_check_iocs("source", &src, local_mr && !(flags & FI_INJECT));
 	if (!ret && cmp)
-		ret = check_iocs("compare", cmp, local_mr);
+		ret = mrl_check_iocs("compare", cmp, local_mr);
 	if (!ret && res)
-		ret = check_iocs("result", res, local_mr);
+		ret = mrl_check_iocs("result", res, local_mr);
 	if (!ret)
-		ret = core_target(ep, msg, &m.addr, rma);
+		ret = mrl_core_target(ep, msg, &m.addr, rma);
 	if (ret)
 		goto out;
 	req = mrl_msg_req_start(ep, msg->context, flags | ep->tx_op_flags,
-				completion_flags(kind), 0, &flags);
+				mrl_completion_flags(kind), 0, &flags);
 	if (!req) {
 		ret = -FI_EAGAIN;
 		goto out;
 	}
 
-	core_descs(&src, src_desc);
+	mrl_core_descs(&src, src_desc);
 	m.desc = src_desc;
 	m.rma_iov = rma;
 	m.context = &req->hdr;
@@ -122,14 +117,14 @@ static ssize_t post(struct mrl_ep *ep, enum atomic_kind kind,
 		ret = fi_atomicmsg(ep->rails[0].ep, &m, flags);
 		break;
 	case ATOMIC_FETCH:
-		core_descs(res, res_desc);
+		mrl_core_descs(res, res_desc);
 		ret = fi_fetch_atomicmsg(ep->rails[0].ep, &m,
 					 (struct fi_ioc *) res->iov,
 					 res_desc, res->count, flags);
 		break;
 	default:
-		core_descs(cmp, cmp_desc);
-		core_descs(res, res_desc);
+		mrl_core_descs(cmp, cmp_desc);
+		mrl_core_descs(res, res_desc);
 		ret = fi_compare_atomicmsg(ep->rails[0].ep, &m, cmp->iov,
 					   cmp_desc, cmp->count,
 					   (struct fi_ioc *) res->iov, res_desc,
@@ -141,7 +136,7 @@ out:
 	return ret;
 }
 
-static size_t ioc_count(const struct fi_ioc *iov, size_t count)
+static size_t mrl_ioc_count(const struct fi_ioc *iov, size_t count)
 {
 	size_t n = 0, i;
 
@@ -154,7 +149,7 @@ static size_t ioc_count(const struct fi_ioc *iov, size_t count)
  * The non-msg calls: one remote ioc, as many elements as the result
  * (FI_ATOMIC_READ has no source), else as the source holds.
  */
-static ssize_t post_simple(struct fid_ep *ep, enum atomic_kind kind,
+static ssize_t mrl_post_simple(struct fid_ep *ep, enum atomic_kind kind,
 			   const struct fi_ioc *iov, void **desc, size_t count,
 			   const struct atomic_iocs *cmp,
 			   const struct atomic_iocs *res, fi_addr_t dest,
@@ -163,8 +158,8 @@ static ssize_t post_simple(struct fid_ep *ep, enum atomic_kind kind,
 			   void *context)
 {
 	struct fi_rma_ioc rma = {
-		addr, res ? ioc_count(res->iov, res->count) :
-			    ioc_count(iov, count), key
+		addr, res ? mrl_ioc_count(res->iov, res->count) :
+			    mrl_ioc_count(iov, count), key
 	};
 	struct fi_msg_atomic msg = {
 		.msg_iov = iov, .desc = desc, .iov_count = count,
@@ -172,7 +167,7 @@ static ssize_t post_simple(struct fid_ep *ep, enum atomic_kind kind,
 		.datatype = datatype, .op = op, .context = context,
 	};
 
-	return post(to_ep(ep), kind, &msg, cmp, res, 0);
+	return mrl_atomic_post(mrl_ep_of(ep), kind, &msg, cmp, res, 0);
 }
 
 /* ---- write ------------------------------------------------------------- */
@@ -180,7 +175,7 @@ static ssize_t post_simple(struct fid_ep *ep, enum atomic_kind kind,
 static ssize_t mrl_atomicmsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
 			     uint64_t flags)
 {
-	return post(to_ep(ep), ATOMIC_WRITE, msg, NULL, NULL, flags);
+	return mrl_atomic_post(mrl_ep_of(ep), ATOMIC_WRITE, msg, NULL, NULL, flags);
 }
 
 static ssize_t mrl_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
@@ -189,7 +184,7 @@ static ssize_t mrl_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
 			   enum fi_datatype datatype, enum fi_op op,
 			   void *context)
 {
-	return post_simple(ep, ATOMIC_WRITE, iov, desc, count, NULL, NULL,
+	return mrl_post_simple(ep, ATOMIC_WRITE, iov, desc, count, NULL, NULL,
 			   dest, addr, key, datatype, op, context);
 }
 
@@ -210,7 +205,7 @@ static ssize_t mrl_atomic_inject(struct fid_ep *ep_fid, const void *buf,
 				 uint64_t key, enum fi_datatype datatype,
 				 enum fi_op op)
 {
-	struct mrl_ep *ep = to_ep(ep_fid);
+	struct mrl_ep *ep = mrl_ep_of(ep_fid);
 	fi_addr_t caddr;
 	uint64_t key0;
 	ssize_t ret;
@@ -236,7 +231,7 @@ static ssize_t mrl_fetch_atomicmsg(struct fid_ep *ep,
 {
 	struct atomic_iocs res = { resultv, result_desc, result_count };
 
-	return post(to_ep(ep), ATOMIC_FETCH, msg, NULL, &res, flags);
+	return mrl_atomic_post(mrl_ep_of(ep), ATOMIC_FETCH, msg, NULL, &res, flags);
 }
 
 static ssize_t mrl_fetch_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
@@ -249,7 +244,7 @@ static ssize_t mrl_fetch_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
 {
 	struct atomic_iocs res = { resultv, result_desc, result_count };
 
-	return post_simple(ep, ATOMIC_FETCH, iov, desc, count, NULL, &res,
+	return mrl_post_simple(ep, ATOMIC_FETCH, iov, desc, count, NULL, &res,
 			   dest, addr, key, datatype, op, context);
 }
 
@@ -280,7 +275,7 @@ static ssize_t mrl_compare_atomicmsg(struct fid_ep *ep,
 	struct atomic_iocs cmp = { comparev, compare_desc, compare_count };
 	struct atomic_iocs res = { resultv, result_desc, result_count };
 
-	return post(to_ep(ep), ATOMIC_COMPARE, msg, &cmp, &res, flags);
+	return mrl_atomic_post(mrl_ep_of(ep), ATOMIC_COMPARE, msg, &cmp, &res, flags);
 }
 
 static ssize_t mrl_compare_atomicv(struct fid_ep *ep,
@@ -296,7 +291,7 @@ static ssize_t mrl_compare_atomicv(struct fid_ep *ep,
 	struct atomic_iocs cmp = { comparev, compare_desc, compare_count };
 	struct atomic_iocs res = { resultv, result_desc, result_count };
 
-	return post_simple(ep, ATOMIC_COMPARE, iov, desc, count, &cmp, &res,
+	return mrl_post_simple(ep, ATOMIC_COMPARE, iov, desc, count, &cmp, &res,
 			   dest, addr, key, datatype, op, context);
 }
 
@@ -322,14 +317,14 @@ static ssize_t mrl_compare_atomic(struct fid_ep *ep, const void *buf,
 static int mrl_atomic_writevalid(struct fid_ep *ep, enum fi_datatype datatype,
 				 enum fi_op op, size_t *count)
 {
-	return fi_atomicvalid(to_ep(ep)->rails[0].ep, datatype, op, count);
+	return fi_atomicvalid(mrl_ep_of(ep)->rails[0].ep, datatype, op, count);
 }
 
 static int mrl_atomic_readwritevalid(struct fid_ep *ep,
 				     enum fi_datatype datatype, enum fi_op op,
 				     size_t *count)
 {
-	return fi_fetch_atomicvalid(to_ep(ep)->rails[0].ep, datatype, op,
+	return fi_fetch_atomicvalid(mrl_ep_of(ep)->rails[0].ep, datatype, op,
 				    count);
 }
 
@@ -337,7 +332,7 @@ static int mrl_atomic_compwritevalid(struct fid_ep *ep,
 				     enum fi_datatype datatype, enum fi_op op,
 				     size_t *count)
 {
-	return fi_compare_atomicvalid(to_ep(ep)->rails[0].ep, datatype, op,
+	return fi_compare_atomicvalid(mrl_ep_of(ep)->rails[0].ep, datatype, op,
 				      count);
 }
 

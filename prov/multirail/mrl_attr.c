@@ -90,7 +90,7 @@ void mrl_free_names(char **names)
 	free(names);
 }
 
-static void clear_str(char **s)
+static void mrl_clear_str(char **s)
 {
 	free(*s);
 	*s = NULL;
@@ -103,9 +103,9 @@ struct fi_info *mrl_core_hints(const struct fi_info *hints,
 
 	if (!ch)
 		return NULL;
-	clear_str(&ch->fabric_attr->prov_name);
-	clear_str(&ch->fabric_attr->name);
-	clear_str(&ch->domain_attr->name);
+	mrl_clear_str(&ch->fabric_attr->prov_name);
+	mrl_clear_str(&ch->fabric_attr->name);
+	mrl_clear_str(&ch->domain_attr->name);
 	free(ch->src_addr);
 	free(ch->dest_addr);
 	ch->src_addr = ch->dest_addr = NULL;
@@ -200,7 +200,7 @@ uint64_t mrl_user_mr_mode(const struct fi_info *hints, uint64_t core_mode,
 	return mode;
 }
 
-static uint64_t order_we_keep(uint64_t order)
+static uint64_t mrl_order_we_keep(uint64_t order)
 {
 	/* Messages stay on one rail; RMA spreads over all of them. */
 	return order & (FI_ORDER_SAS);
@@ -225,7 +225,7 @@ void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
 				    FI_WRITE | FI_SEND | FI_HMEM | FI_ATOMIC);
 	fi->tx_attr->mode = 0;
 	fi->tx_attr->op_flags = hints ? hints->tx_attr->op_flags : 0;
-	fi->tx_attr->msg_order = order_we_keep(core->tx_attr->msg_order);
+	fi->tx_attr->msg_order = mrl_order_we_keep(core->tx_attr->msg_order);
 	fi->tx_attr->comp_order = MRL_ORDER_NONE;
 	/* RMA cuts many iovs into pieces; a send of more than the core
 	 * takes goes from a copy (mrl_msg.c) */
@@ -239,7 +239,7 @@ void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
 				    FI_DIRECTED_RECV | FI_HMEM | FI_ATOMIC);
 	fi->rx_attr->mode = 0;
 	fi->rx_attr->op_flags = hints ? hints->rx_attr->op_flags : 0;
-	fi->rx_attr->msg_order = order_we_keep(core->rx_attr->msg_order);
+	fi->rx_attr->msg_order = mrl_order_we_keep(core->rx_attr->msg_order);
 	fi->rx_attr->comp_order = MRL_ORDER_NONE;
 	iov_limit = core->rx_attr->iov_limit;
 	fi->rx_attr->iov_limit = iov_limit < MRL_IOV_LIMIT ?
@@ -291,76 +291,76 @@ void mrl_fill_info(struct fi_info *fi, const struct fi_info *core,
 	fi->fabric_attr->api_version = core->fabric_attr->api_version;
 }
 
-static bool has_all(uint64_t have, uint64_t want)
+static bool mrl_has_all(uint64_t have, uint64_t want)
 {
 	return (have & want) == want;
 }
 
 /* Hinted limits: 0 asks nothing; anything else must fit under ours. */
-static bool fits(size_t ours, size_t asked)
+static bool mrl_fits(size_t ours, size_t asked)
 {
 	return !asked || asked <= ours;
 }
 
-static bool progress_ok(enum fi_progress ours, enum fi_progress asked)
+static bool mrl_progress_ok(enum fi_progress ours, enum fi_progress asked)
 {
 	return asked == FI_PROGRESS_UNSPEC || asked == ours;
 }
 
-static const char *tx_miss(const struct fi_tx_attr *fi,
+static const char *mrl_tx_miss(const struct fi_tx_attr *fi,
 			   const struct fi_tx_attr *h)
 {
-	if (!has_all(fi->caps, h->caps))
+	if (!mrl_has_all(fi->caps, h->caps))
 		return "tx caps";
-	if (!has_all(fi->msg_order, h->msg_order))
+	if (!mrl_has_all(fi->msg_order, h->msg_order))
 		return "tx msg_order";
-	if (!has_all(fi->comp_order, h->comp_order))
+	if (!mrl_has_all(fi->comp_order, h->comp_order))
 		return "tx comp_order";
-	if (!fits(fi->size, h->size) || !fits(fi->iov_limit, h->iov_limit) ||
-	    !fits(fi->rma_iov_limit, h->rma_iov_limit) ||
-	    !fits(fi->inject_size, h->inject_size))
+	if (!mrl_fits(fi->size, h->size) || !mrl_fits(fi->iov_limit, h->iov_limit) ||
+	    !mrl_fits(fi->rma_iov_limit, h->rma_iov_limit) ||
+	    !mrl_fits(fi->inject_size, h->inject_size))
 		return "a tx size or limit";
 	return NULL;
 }
 
-static const char *rx_miss(const struct fi_rx_attr *fi,
+static const char *mrl_rx_miss(const struct fi_rx_attr *fi,
 			   const struct fi_rx_attr *h)
 {
-	if (!has_all(fi->caps, h->caps))
+	if (!mrl_has_all(fi->caps, h->caps))
 		return "rx caps";
-	if (!has_all(fi->msg_order, h->msg_order))
+	if (!mrl_has_all(fi->msg_order, h->msg_order))
 		return "rx msg_order";
-	if (!has_all(fi->comp_order, h->comp_order))
+	if (!mrl_has_all(fi->comp_order, h->comp_order))
 		return "rx comp_order";
-	if (!fits(fi->size, h->size) || !fits(fi->iov_limit, h->iov_limit))
+	if (!mrl_fits(fi->size, h->size) || !mrl_fits(fi->iov_limit, h->iov_limit))
 		return "an rx size or limit";
 	return NULL;
 }
 
-static const char *ep_miss(const struct fi_ep_attr *fi,
+static const char *mrl_ep_miss(const struct fi_ep_attr *fi,
 			   const struct fi_ep_attr *h)
 {
-	if (!fits(fi->max_msg_size, h->max_msg_size))
+	if (!mrl_fits(fi->max_msg_size, h->max_msg_size))
 		return "max_msg_size";
-	if (!fits(fi->max_order_raw_size, h->max_order_raw_size) ||
-	    !fits(fi->max_order_war_size, h->max_order_war_size) ||
-	    !fits(fi->max_order_waw_size, h->max_order_waw_size))
+	if (!mrl_fits(fi->max_order_raw_size, h->max_order_raw_size) ||
+	    !mrl_fits(fi->max_order_war_size, h->max_order_war_size) ||
+	    !mrl_fits(fi->max_order_waw_size, h->max_order_waw_size))
 		return "a max_order size";
 	if (h->protocol != FI_PROTO_UNSPEC && h->protocol != fi->protocol)
 		return "protocol";
 	return NULL;
 }
 
-static const char *domain_miss(const struct fi_domain_attr *fi,
+static const char *mrl_domain_miss(const struct fi_domain_attr *fi,
 			       const struct fi_domain_attr *h)
 {
 	uint64_t mode = h->mr_mode;
 
-	if (!progress_ok(fi->data_progress, h->data_progress))
+	if (!mrl_progress_ok(fi->data_progress, h->data_progress))
 		return "data_progress";
-	if (!progress_ok(fi->control_progress, h->control_progress))
+	if (!mrl_progress_ok(fi->control_progress, h->control_progress))
 		return "control_progress";
-	if (!has_all(fi->caps, h->caps))
+	if (!mrl_has_all(fi->caps, h->caps))
 		return "domain caps";
 	/* pre-1.5 MR modes: keys and addresses we do not choose that way */
 	if (mode == MRL_MR_BASIC || mode == MRL_MR_SCALABLE ||
@@ -368,15 +368,15 @@ static const char *domain_miss(const struct fi_domain_attr *fi,
 		return "mr_mode FI_MR_BASIC or FI_MR_SCALABLE";
 	if (fi->mr_mode & ~mode)
 		return "mr_mode (the core needs a mode the hints lack)";
-	if (!fits(fi->cq_data_size, h->cq_data_size) ||
-	    !fits(fi->mr_key_size, h->mr_key_size) ||
-	    !fits(fi->mr_iov_limit, h->mr_iov_limit) ||
-	    !fits(fi->tx_ctx_cnt, h->tx_ctx_cnt) ||
-	    !fits(fi->rx_ctx_cnt, h->rx_ctx_cnt) ||
-	    !fits(fi->max_ep_tx_ctx, h->max_ep_tx_ctx) ||
-	    !fits(fi->max_ep_rx_ctx, h->max_ep_rx_ctx) ||
-	    !fits(fi->max_ep_stx_ctx, h->max_ep_stx_ctx) ||
-	    !fits(fi->max_ep_srx_ctx, h->max_ep_srx_ctx))
+	if (!mrl_fits(fi->cq_data_size, h->cq_data_size) ||
+	    !mrl_fits(fi->mr_key_size, h->mr_key_size) ||
+	    !mrl_fits(fi->mr_iov_limit, h->mr_iov_limit) ||
+	    !mrl_fits(fi->tx_ctx_cnt, h->tx_ctx_cnt) ||
+	    !mrl_fits(fi->rx_ctx_cnt, h->rx_ctx_cnt) ||
+	    !mrl_fits(fi->max_ep_tx_ctx, h->max_ep_tx_ctx) ||
+	    !mrl_fits(fi->max_ep_rx_ctx, h->max_ep_rx_ctx) ||
+	    !mrl_fits(fi->max_ep_stx_ctx, h->max_ep_stx_ctx) ||
+	    !mrl_fits(fi->max_ep_srx_ctx, h->max_ep_srx_ctx))
 		return "a domain size or limit";
 	return NULL;
 }
@@ -392,21 +392,21 @@ const char *mrl_hints_miss(const struct fi_info *fi, const struct fi_info *h)
 
 	if (!h)
 		return NULL;
-	if (!has_all(fi->caps, h->caps))
+	if (!mrl_has_all(fi->caps, h->caps))
 		return "caps";
 	if (h->tx_attr)
-		miss = tx_miss(fi->tx_attr, h->tx_attr);
+		miss = mrl_tx_miss(fi->tx_attr, h->tx_attr);
 	if (!miss && h->rx_attr)
-		miss = rx_miss(fi->rx_attr, h->rx_attr);
+		miss = mrl_rx_miss(fi->rx_attr, h->rx_attr);
 	if (!miss && h->ep_attr)
-		miss = ep_miss(fi->ep_attr, h->ep_attr);
+		miss = mrl_ep_miss(fi->ep_attr, h->ep_attr);
 	if (!miss && h->domain_attr)
-		miss = domain_miss(fi->domain_attr, h->domain_attr);
+		miss = mrl_domain_miss(fi->domain_attr, h->domain_attr);
 	return miss;
 }
 
 /* Exactly our core: naming "net" also lists "net;ofi_rxm". */
-static struct fi_info *find_rail(struct fi_info *list, const char *core_name,
+static struct fi_info *mrl_find_rail(struct fi_info *list, const char *core_name,
 				 const char *core_fabric,
 				 const char *domain_name)
 {
@@ -454,7 +454,7 @@ int mrl_core_getinfo_rail(uint32_t version, const char *core_name,
 			      wishes[i];
 		ret = fi_getinfo(version, NULL, NULL, MRL_GETINFO_HIDDEN,
 				 hints, &list);
-		fi = find_rail(ret ? NULL : list, core_name, core_fabric,
+		fi = mrl_find_rail(ret ? NULL : list, core_name, core_fabric,
 			       domain_name);
 	}
 	fi_freeinfo(hints);

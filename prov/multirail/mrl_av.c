@@ -25,7 +25,7 @@
 #define EXPANDED_MAX	(sizeof(struct mrl_addr_hdr) + 2 * MRL_ADDR_DELTA_MAX)
 
 /* A checked address as the AV keeps it: the delta form expanded in buf. */
-static const void *kept_form(const void *addr, uint8_t *buf)
+static const void *mrl_kept_form(const void *addr, uint8_t *buf)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 
@@ -35,7 +35,7 @@ static const void *kept_form(const void *addr, uint8_t *buf)
 	return buf;
 }
 
-static struct mrl_av *to_av(struct fid_av *av)
+static struct mrl_av *mrl_to_av(struct fid_av *av)
 {
 	return mrl_container_of(av, struct mrl_av, av_fid);
 }
@@ -58,7 +58,7 @@ void mrl_peer_free(struct mrl_peer *peer)
 	free(peer);
 }
 
-static int grow(void **arr, size_t *size, size_t need, size_t elem)
+static int mrl_grow(void **arr, size_t *size, size_t need, size_t elem)
 {
 	size_t n = *size ? *size : 16;
 	void *p;
@@ -76,14 +76,14 @@ static int grow(void **arr, size_t *size, size_t need, size_t elem)
 	return 0;
 }
 
-static int set_rev0(struct mrl_av *av, fi_addr_t core0, fi_addr_t user)
+static int mrl_set_rev0(struct mrl_av *av, fi_addr_t core0, fi_addr_t user)
 {
 	size_t old = av->nrev0, i;
 	int ret;
 
 	if (core0 == FI_ADDR_NOTAVAIL)
 		return 0;
-	ret = grow((void **) &av->rev0, &av->nrev0, core0 + 1,
+	ret = mrl_grow((void **) &av->rev0, &av->nrev0, core0 + 1,
 		   sizeof(*av->rev0));
 	if (ret)
 		return ret;
@@ -98,7 +98,7 @@ static int set_rev0(struct mrl_av *av, fi_addr_t core0, fi_addr_t user)
  * each sits zero-padded in a slot of the longest one's size, and must end
  * there, or the core would read past it.
  */
-static int check_string_rails(const void *addr)
+static int mrl_check_string_rails(const void *addr)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 	int naddrs = hdr->nrails + !!(hdr->flags & MRL_ADDR_CTRL), r;
@@ -120,7 +120,7 @@ static int check_string_rails(const void *addr)
  * of our own family: libfabric 1.17's IP AV sets its address length to 0
  * on an unknown family, and every later insert then fails.
  */
-static int check_rails(struct mrl_av *av, const void *addr)
+static int mrl_check_rails(struct mrl_av *av, const void *addr)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 	const struct fi_info *core = av->domain->rails[0].info;
@@ -128,7 +128,7 @@ static int check_rails(struct mrl_av *av, const void *addr)
 	int r;
 
 	if (core->addr_format == FI_ADDR_STR)
-		return check_string_rails(addr);
+		return mrl_check_string_rails(addr);
 	if (core->src_addrlen && hdr->rail_addrlen != core->src_addrlen) {
 		MRL_WARN(FI_LOG_AV, "rail addresses of %u bytes, the core's "
 			 "are %zu\n", hdr->rail_addrlen, core->src_addrlen);
@@ -156,11 +156,11 @@ static int mrl_av_check(struct mrl_av *av, const void *addr, size_t len)
 	if (mrl_addr_check(addr, len) ||
 	    (((const struct mrl_addr_hdr *) addr)->flags & MRL_ADDR_CTRL_DELTA))
 		return -FI_EINVAL;
-	return check_rails(av, addr);
+	return mrl_check_rails(av, addr);
 }
 
 /* Take the peer's rails [from, to) out of the rails' core AVs. */
-static void remove_core(struct mrl_av *av, struct mrl_peer *peer, int from,
+static void mrl_remove_core(struct mrl_av *av, struct mrl_peer *peer, int from,
 			int to)
 {
 	int r;
@@ -190,7 +190,7 @@ int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from)
 			MRL_WARN(FI_LOG_AV, "rail %d: core fi_av_insert: %d\n",
 				 r, ret);
 			peer->rail[r].core_addr = FI_ADDR_NOTAVAIL;
-			remove_core(av, peer, from, r);
+			mrl_remove_core(av, peer, from, r);
 			return ret < 0 ? ret : -FI_EINVAL;
 		}
 	}
@@ -202,7 +202,7 @@ int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from)
  * address names one; it shares rail 0's core AV.  Without it the peer gets
  * no control message and ops to it stay on rail 0.
  */
-static void insert_ctrl(struct mrl_av *av, struct mrl_peer *peer)
+static void mrl_insert_ctrl(struct mrl_av *av, struct mrl_peer *peer)
 {
 	const void *ctrl = mrl_addr_ctrl(peer->addr);
 	int ret;
@@ -279,7 +279,7 @@ static int mrl_av_hash_reserve(struct mrl_av *av)
 	return 0;
 }
 
-static struct mrl_peer *find_peer(struct mrl_av *av, const void *addr)
+static struct mrl_peer *mrl_find_peer(struct mrl_av *av, const void *addr)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 	struct mrl_peer *p;
@@ -300,7 +300,7 @@ static struct mrl_peer *find_peer(struct mrl_av *av, const void *addr)
  * addr, a full address, becomes the peer's: its rails from 1 on join the
  * cores' AVs (rail 0's entry, the same in any address of it, stays).
  */
-static int take_full_addr(struct mrl_av *av, struct mrl_peer *peer,
+static int mrl_take_full_addr(struct mrl_av *av, struct mrl_peer *peer,
 			  const void *addr, size_t len)
 {
 	const struct mrl_addr_hdr *hdr = addr;
@@ -323,13 +323,13 @@ static int take_full_addr(struct mrl_av *av, struct mrl_peer *peer,
 		peer->nrails = 1;
 		return ret;
 	}
-	insert_ctrl(av, peer);
+	mrl_insert_ctrl(av, peer);
 	peer->partial = false;
 	return 0;
 }
 
 /* A full address for a partial peer: reach its other rails too. */
-static int upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
+static int mrl_upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
 			const void *addr, size_t len)
 {
 	const struct mrl_addr_hdr *hdr = addr;
@@ -337,7 +337,7 @@ static int upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
 
 	if (!peer->partial || (hdr->flags & MRL_ADDR_PARTIAL))
 		return 0;
-	ret = take_full_addr(av, peer, addr, len);
+	ret = mrl_take_full_addr(av, peer, addr, len);
 	if (!ret)
 		MRL_INFO(FI_LOG_AV, "peer learned: %d common rail(s)\n",
 			 peer->nrails);
@@ -350,26 +350,26 @@ static int upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
  * rail-0 address with other rails of its own, so what fi_av_insert is given
  * wins over what was learned: the learned rails are dropped for the user's.
  */
-static int adopt_inserted(struct mrl_av *av, struct mrl_peer *peer,
+static int mrl_adopt_inserted(struct mrl_av *av, struct mrl_peer *peer,
 			  const void *addr, size_t len)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 
 	if (peer->visible || (hdr->flags & MRL_ADDR_PARTIAL) ||
 	    (len == peer->addrlen && !memcmp(addr, peer->addr, len)))
-		return upgrade_peer(av, peer, addr, len);
+		return mrl_upgrade_peer(av, peer, addr, len);
 	MRL_WARN(FI_LOG_AV, "a peer learned from control messages had another "
 		 "address than the one inserted for it: the inserted one is "
 		 "used\n");
-	remove_core(av, peer, 1, peer->nrails);
+	mrl_remove_core(av, peer, 1, peer->nrails);
 	if (peer->ctrl_addr != FI_ADDR_NOTAVAIL)
 		fi_av_remove(av->core[0], &peer->ctrl_addr, 1, 0);
 	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
 	peer->rails_up &= 1u;	/* the new rails have not been greeted */
-	return take_full_addr(av, peer, addr, len);
+	return mrl_take_full_addr(av, peer, addr, len);
 }
 
-static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
+static struct mrl_peer *mrl_new_peer(struct mrl_av *av, const void *addr,
 				 size_t len, bool learned, int *err)
 {
 	const struct mrl_addr_hdr *hdr = addr;
@@ -377,7 +377,7 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
 	int r;
 
 	*err = -FI_ENOMEM;
-	if (grow((void **) &av->all, &av->sizeall, av->nall + 1,
+	if (mrl_grow((void **) &av->all, &av->sizeall, av->nall + 1,
 		 sizeof(*av->all)) || mrl_av_hash_reserve(av))
 		return NULL;
 	peer = calloc(1, sizeof(*peer) + (size_t) av->nrails *
@@ -401,7 +401,7 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
 	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
 	*err = mrl_av_insert_core(av, peer, 0);
 	if (!*err)
-		insert_ctrl(av, peer);
+		mrl_insert_ctrl(av, peer);
 	if (*err) {
 		mrl_peer_free(peer);
 		return NULL;
@@ -420,7 +420,7 @@ static struct mrl_peer *new_peer(struct mrl_av *av, const void *addr,
  * message may: one the core says came from its rail 0 (control messages
  * leave from there, mrl_ctrl.c); with no sources to check, the first.
  */
-static bool may_complete(const struct mrl_av *av, const struct mrl_peer *peer,
+static bool mrl_may_complete(const struct mrl_av *av, const struct mrl_peer *peer,
 			 const struct mrl_ctrl_from *from)
 {
 	if (av->domain->ctrl_own_ep && !mrl_addr_ctrl(peer->addr))
@@ -428,7 +428,7 @@ static bool may_complete(const struct mrl_av *av, const struct mrl_peer *peer,
 	return peer->hello_nonce && from->ack_nonce == peer->hello_nonce;
 }
 
-static struct mrl_peer *peer_at(const struct mrl_av *av, fi_addr_t core0)
+static struct mrl_peer *mrl_peer_at(const struct mrl_av *av, fi_addr_t core0)
 {
 	size_t i;
 
@@ -459,8 +459,8 @@ bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
 
 	if (!from->checked || mrl_av_check(av, addr, len))
 		return true;	/* no source to check, or learn refuses it */
-	claimed = find_peer(av, addr);
-	sender = from->src == FI_ADDR_NOTAVAIL ? NULL : peer_at(av, from->src);
+	claimed = mrl_find_peer(av, addr);
+	sender = from->src == FI_ADDR_NOTAVAIL ? NULL : mrl_peer_at(av, from->src);
 	if (sender)
 		return sender == claimed;
 	return !claimed || !claimed->visible;
@@ -472,7 +472,7 @@ bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
  * We only ever answer such a peer, so if it speaks again it is learned
  * again.
  */
-static bool evictable(const struct mrl_peer *peer)
+static bool mrl_evictable(const struct mrl_peer *peer)
 {
 	return peer->learned && !peer->ctrl_refs && !peer->rails_up_ep &&
 	       !peer->fence.inflight &&
@@ -486,7 +486,7 @@ static bool evictable(const struct mrl_peer *peer)
  * costs the core one AV entry; a real one, nothing the core did not hold
  * already for its connection.
  */
-static void evict(struct mrl_av *av, size_t i)
+static void mrl_evict(struct mrl_av *av, size_t i)
 {
 	struct mrl_peer *peer = av->all[i];
 
@@ -505,12 +505,12 @@ static void evict(struct mrl_av *av, size_t i)
  * every later peer out of its keys (onto rail 0 for good).  Warned the
  * 1st, 2nd, 4th... time.
  */
-static bool make_room(struct mrl_av *av)
+static bool mrl_make_room(struct mrl_av *av)
 {
 	size_t i, victim = av->nall;
 
 	for (i = 0; i < av->nall; i++) {
-		if (evictable(av->all[i]) && (victim == av->nall ||
+		if (mrl_evictable(av->all[i]) && (victim == av->nall ||
 		    av->all[i]->heard < av->all[victim]->heard))
 			victim = i;
 	}
@@ -521,7 +521,7 @@ static bool make_room(struct mrl_av *av)
 			      "the AV dropped\n", mrl_params.max_learned);
 		return false;
 	}
-	evict(av, victim);
+	mrl_evict(av, victim);
 	if (!(av->evicted & (av->evicted - 1)))
 		MRL_WARN(FI_LOG_AV, "learned-peer table full (%d, "
 			 "FI_MULTIRAIL_MAX_LEARNED_PEERS): the peer heard from "
@@ -530,15 +530,15 @@ static bool make_room(struct mrl_av *av)
 	return true;
 }
 
-static struct mrl_peer *learn_new(struct mrl_av *av, const void *addr,
+static struct mrl_peer *mrl_learn_new(struct mrl_av *av, const void *addr,
 				  size_t len)
 {
 	struct mrl_peer *peer;
 	int ret;
 
-	if (av->nlearned >= mrl_params.max_learned && !make_room(av))
+	if (av->nlearned >= mrl_params.max_learned && !mrl_make_room(av))
 		return NULL;
-	peer = new_peer(av, addr, len, true, &ret);
+	peer = mrl_new_peer(av, addr, len, true, &ret);
 	av->nlearned += !!peer;
 	return peer;
 }
@@ -557,25 +557,25 @@ struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len,
 	if (mrl_av_check(av, addr, len))
 		return NULL;
 	len = mrl_addr_len(addr);
-	peer = find_peer(av, addr);
+	peer = mrl_find_peer(av, addr);
 	if (!peer)
-		peer = learn_new(av, addr, len);
+		peer = mrl_learn_new(av, addr, len);
 	if (!peer)
 		return NULL;
 	peer->heard = ++av->clock;
-	if (peer->partial && !may_complete(av, peer, from)) {
+	if (peer->partial && !mrl_may_complete(av, peer, from)) {
 		MRL_WARN_ONCE(FI_LOG_AV, "a full address for a peer known by "
 			      "rail 0 alone, not in answer to our HELLO: not "
 			      "taken\n");
 		return peer;
 	}
-	if (upgrade_peer(av, peer, addr, len))
+	if (mrl_upgrade_peer(av, peer, addr, len))
 		MRL_WARN(FI_LOG_AV, "could not reach a peer's other rails\n");
 	return peer;
 }
 
 /* A learned peer the user inserts is the user's for good, on all its rails. */
-static void adopt_learned(struct mrl_av *av, struct mrl_peer *peer)
+static void mrl_adopt_learned(struct mrl_av *av, struct mrl_peer *peer)
 {
 	peer->learned = false;
 	av->nlearned--;
@@ -587,32 +587,32 @@ static void adopt_learned(struct mrl_av *av, struct mrl_peer *peer)
 	}
 }
 
-static int insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
+static int mrl_insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 {
 	size_t len = mrl_addr_len(addr);
 	struct mrl_peer *peer;
 	int ret;
 
-	peer = find_peer(av, addr);
+	peer = mrl_find_peer(av, addr);
 	if (peer) {
-		ret = adopt_inserted(av, peer, addr, len);
+		ret = mrl_adopt_inserted(av, peer, addr, len);
 		if (ret)
 			return ret;
 	} else {
-		peer = new_peer(av, addr, len, false, &ret);
+		peer = mrl_new_peer(av, addr, len, false, &ret);
 		if (!peer)
 			return ret;
 	}
-	ret = grow((void **) &av->table, &av->size, av->count + 1,
+	ret = mrl_grow((void **) &av->table, &av->size, av->count + 1,
 		   sizeof(*av->table));
 	if (ret)
 		return ret;
 	if (!peer->visible) {
-		ret = set_rev0(av, peer->rail[0].core_addr, av->count);
+		ret = mrl_set_rev0(av, peer->rail[0].core_addr, av->count);
 		if (ret)
 			return ret;
 		if (peer->learned)
-			adopt_learned(av, peer);
+			mrl_adopt_learned(av, peer);
 		peer->visible = true;
 		peer->fi_addr = av->count;
 	}
@@ -628,7 +628,7 @@ static int mrl_av_insert(struct fid_av *av_fid, const void *addr,
 			 size_t count, fi_addr_t *fi_addr, uint64_t flags,
 			 void *context)
 {
-	struct mrl_av *av = to_av(av_fid);
+	struct mrl_av *av = mrl_to_av(av_fid);
 	uint8_t expanded[EXPANDED_MAX];
 	const char *p = addr;
 	fi_addr_t dummy;
@@ -643,13 +643,13 @@ static int mrl_av_insert(struct fid_av *av_fid, const void *addr,
 				 "rail count)\n", i);
 			return -FI_EINVAL;
 		}
-		if (check_rails(av, kept_form(p + off, expanded)))
+		if (mrl_check_rails(av, mrl_kept_form(p + off, expanded)))
 			return -FI_EINVAL;
 		off += mrl_addr_len(p + off);
 	}
 	mrl_lock(av->domain);
 	for (i = 0, off = 0; i < count; i++) {
-		ret = insert_one(av, kept_form(p + off, expanded),
+		ret = mrl_insert_one(av, mrl_kept_form(p + off, expanded),
 				 fi_addr ? &fi_addr[i] : &dummy);
 		if (ret)
 			break;
@@ -673,7 +673,7 @@ static int mrl_av_insertsvc(struct fid_av *av, const char *node,
  * chunks or control messages may still be in flight, and a later insert
  * of the same address gives it a new handle.
  */
-static void unpublish(struct mrl_av *av, struct mrl_peer *peer)
+static void mrl_unpublish(struct mrl_av *av, struct mrl_peer *peer)
 {
 	fi_addr_t core0 = peer->rail[0].core_addr;
 
@@ -687,7 +687,7 @@ static void unpublish(struct mrl_av *av, struct mrl_peer *peer)
 static int mrl_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
 			 size_t count, uint64_t flags)
 {
-	struct mrl_av *av = to_av(av_fid);
+	struct mrl_av *av = mrl_to_av(av_fid);
 	size_t i;
 	int ret = 0;
 
@@ -697,7 +697,7 @@ static int mrl_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
 			ret = -FI_EINVAL;
 			continue;
 		}
-		unpublish(av, av->table[fi_addr[i]]);
+		mrl_unpublish(av, av->table[fi_addr[i]]);
 		av->table[fi_addr[i]] = NULL;
 	}
 	mrl_unlock(av->domain);
@@ -714,7 +714,7 @@ fi_addr_t mrl_av_src_addr(struct mrl_av *av, fi_addr_t core0)
 static int mrl_av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr,
 			 size_t *addrlen)
 {
-	struct mrl_av *av = to_av(av_fid);
+	struct mrl_av *av = mrl_to_av(av_fid);
 	struct mrl_peer *peer;
 	size_t len;
 
@@ -734,7 +734,7 @@ static int mrl_av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr,
 static const char *mrl_av_straddr(struct fid_av *av_fid, const void *addr,
 				  char *buf, size_t *len)
 {
-	struct mrl_av *av = to_av(av_fid);
+	struct mrl_av *av = mrl_to_av(av_fid);
 	const struct mrl_addr_hdr *hdr = addr;
 	char one[128];
 	size_t n, used, cap = *len;
@@ -765,7 +765,7 @@ static const char *mrl_av_straddr(struct fid_av *av_fid, const void *addr,
 	return buf;
 }
 
-static void av_free(struct mrl_av *av)
+static void mrl_av_free(struct mrl_av *av)
 {
 	size_t i;
 	int r;
@@ -793,7 +793,7 @@ static int mrl_av_close(struct fid *fid)
 		return -FI_EBUSY;
 	}
 	mrl_domain_release(av->domain);
-	av_free(av);
+	mrl_av_free(av);
 	return 0;
 }
 
@@ -848,7 +848,7 @@ int mrl_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr,
 		if (ret) {
 			MRL_WARN(FI_LOG_AV, "rail %d: fi_av_open: %s\n", r,
 				 fi_strerror(-ret));
-			av_free(av);
+			mrl_av_free(av);
 			return ret;
 		}
 	}

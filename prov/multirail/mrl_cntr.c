@@ -11,7 +11,7 @@
 
 #include "mrl.h"
 
-static struct mrl_cntr *to_cntr(struct fid_cntr *c)
+static struct mrl_cntr *mrl_to_cntr(struct fid_cntr *c)
 {
 	return mrl_container_of(c, struct mrl_cntr, cntr_fid);
 }
@@ -70,7 +70,7 @@ int mrl_cntr_open_core(struct mrl_cntr *cntr, int rail,
 	return 0;
 }
 
-static void progress_all(struct mrl_cntr *cntr)
+static void mrl_cntr_progress_all(struct mrl_cntr *cntr)
 {
 	int i;
 
@@ -80,12 +80,12 @@ static void progress_all(struct mrl_cntr *cntr)
 
 static uint64_t mrl_cntr_read(struct fid_cntr *cntr_fid)
 {
-	struct mrl_cntr *cntr = to_cntr(cntr_fid);
+	struct mrl_cntr *cntr = mrl_to_cntr(cntr_fid);
 	uint64_t v;
 	int i;
 
 	mrl_lock(cntr->domain);
-	progress_all(cntr);
+	mrl_cntr_progress_all(cntr);
 	v = cntr->value;
 	for (i = 0; i < cntr->ncore; i++)
 		v += fi_cntr_read(cntr->core[i]);
@@ -95,12 +95,12 @@ static uint64_t mrl_cntr_read(struct fid_cntr *cntr_fid)
 
 static uint64_t mrl_cntr_readerr(struct fid_cntr *cntr_fid)
 {
-	struct mrl_cntr *cntr = to_cntr(cntr_fid);
+	struct mrl_cntr *cntr = mrl_to_cntr(cntr_fid);
 	uint64_t v;
 	int i;
 
 	mrl_lock(cntr->domain);
-	progress_all(cntr);
+	mrl_cntr_progress_all(cntr);
 	v = cntr->err;
 	for (i = 0; i < cntr->ncore; i++)
 		v += fi_cntr_readerr(cntr->core[i]);
@@ -110,7 +110,7 @@ static uint64_t mrl_cntr_readerr(struct fid_cntr *cntr_fid)
 
 static int mrl_cntr_add(struct fid_cntr *cntr_fid, uint64_t value)
 {
-	struct mrl_cntr *cntr = to_cntr(cntr_fid);
+	struct mrl_cntr *cntr = mrl_to_cntr(cntr_fid);
 
 	mrl_lock(cntr->domain);
 	cntr->value += value;
@@ -121,7 +121,7 @@ static int mrl_cntr_add(struct fid_cntr *cntr_fid, uint64_t value)
 static int mrl_cntr_set(struct fid_cntr *cntr_fid, uint64_t value)
 {
 	uint64_t cur = mrl_cntr_read(cntr_fid);
-	struct mrl_cntr *cntr = to_cntr(cntr_fid);
+	struct mrl_cntr *cntr = mrl_to_cntr(cntr_fid);
 
 	/* Core counters can't be rewound; shift our part instead. */
 	mrl_lock(cntr->domain);
@@ -132,7 +132,7 @@ static int mrl_cntr_set(struct fid_cntr *cntr_fid, uint64_t value)
 
 static int mrl_cntr_adderr(struct fid_cntr *cntr_fid, uint64_t value)
 {
-	struct mrl_cntr *cntr = to_cntr(cntr_fid);
+	struct mrl_cntr *cntr = mrl_to_cntr(cntr_fid);
 
 	mrl_lock(cntr->domain);
 	cntr->err += value;
@@ -143,7 +143,7 @@ static int mrl_cntr_adderr(struct fid_cntr *cntr_fid, uint64_t value)
 static int mrl_cntr_seterr(struct fid_cntr *cntr_fid, uint64_t value)
 {
 	uint64_t cur = mrl_cntr_readerr(cntr_fid);
-	struct mrl_cntr *cntr = to_cntr(cntr_fid);
+	struct mrl_cntr *cntr = mrl_to_cntr(cntr_fid);
 
 	/* errors the cores counted are cleared too: shift our part */
 	mrl_lock(cntr->domain);
@@ -152,18 +152,10 @@ static int mrl_cntr_seterr(struct fid_cntr *cntr_fid, uint64_t value)
 	return 0;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static int mrl_cntr_wait(struct fid_cntr *cntr_fid, uint64_t threshold,
 			 int timeout)
 {
-	double end = now_ms() + timeout;
+	double end = (mrl_clock_ns() / 1e6) + timeout;
 	/* errors from before the wait, the cores' included, are not news */
 	uint64_t errs = mrl_cntr_readerr(cntr_fid);
 
@@ -172,7 +164,7 @@ static int mrl_cntr_wait(struct fid_cntr *cntr_fid, uint64_t threshold,
 			return 0;
 		if (mrl_cntr_readerr(cntr_fid) > errs)
 			return -FI_EAVAIL;
-		if (timeout >= 0 && now_ms() >= end)
+		if (timeout >= 0 && (mrl_clock_ns() / 1e6) >= end)
 			return -FI_ETIMEDOUT;
 		sched_yield();
 	}

@@ -18,12 +18,12 @@
 
 #define MRL_CQ_MAX_SIZE	(1 << 24)
 
-static struct mrl_cq *to_cq(struct fid_cq *cq)
+static struct mrl_cq *mrl_to_cq(struct fid_cq *cq)
 {
 	return mrl_container_of(cq, struct mrl_cq, cq_fid);
 }
 
-static size_t entry_size(enum fi_cq_format format)
+static size_t mrl_entry_size(enum fi_cq_format format)
 {
 	switch (format) {
 	case FI_CQ_FORMAT_MSG:
@@ -37,15 +37,15 @@ static size_t entry_size(enum fi_cq_format format)
 	}
 }
 
-static size_t cq_count(const struct mrl_cq *cq)
+static size_t mrl_cq_count(const struct mrl_cq *cq)
 {
 	return cq->tail - cq->head;
 }
 
-static int cq_grow(struct mrl_cq *cq)
+static int mrl_cq_grow(struct mrl_cq *cq)
 {
 	struct mrl_cq_entry *ring;
-	size_t i, n = cq_count(cq);
+	size_t i, n = mrl_cq_count(cq);
 
 	ring = malloc(2 * cq->size * sizeof(*ring));
 	if (!ring)
@@ -66,7 +66,7 @@ int mrl_cq_write_grow(struct mrl_cq *cq, void *context, uint64_t flags,
 		      fi_addr_t src)
 {
 	mrl_assert_locked(cq->domain);
-	if (cq_grow(cq)) {
+	if (mrl_cq_grow(cq)) {
 		cq->overflow++;
 		MRL_WARN(FI_LOG_CQ, "completion lost: out of memory\n");
 		return -FI_ENOMEM;
@@ -95,8 +95,8 @@ int mrl_cq_write_err(struct mrl_cq *cq, void *context, uint64_t flags,
 	return 0;
 }
 
-/* The endpoint read_lean progresses: the only one, on an unlocked domain. */
-static void set_lean_ep(struct mrl_cq *cq)
+/* The endpoint mrl_read_lean progresses: the only one, on an unlocked domain. */
+static void mrl_set_lean_ep(struct mrl_cq *cq)
 {
 	cq->lean_ep = cq->neps == 1 && !cq->domain->locking ? cq->eps[0] :
 							      NULL;
@@ -115,7 +115,7 @@ int mrl_cq_attach(struct mrl_cq *cq, struct mrl_ep *ep)
 		return -FI_ENOSPC;
 	}
 	cq->eps[cq->neps++] = ep;
-	set_lean_ep(cq);
+	mrl_set_lean_ep(cq);
 	return 0;
 }
 
@@ -126,13 +126,13 @@ void mrl_cq_detach(struct mrl_cq *cq, struct mrl_ep *ep)
 	for (i = 0; i < cq->neps; i++) {
 		if (cq->eps[i] == ep) {
 			cq->eps[i] = cq->eps[--cq->neps];
-			set_lean_ep(cq);
+			mrl_set_lean_ep(cq);
 			return;
 		}
 	}
 }
 
-static void copy_entry(const struct mrl_cq *cq, const struct mrl_cq_entry *ce,
+static void mrl_copy_entry(const struct mrl_cq *cq, const struct mrl_cq_entry *ce,
 		       void *out)
 {
 	switch (cq->format) {
@@ -162,7 +162,7 @@ static void copy_entry(const struct mrl_cq *cq, const struct mrl_cq_entry *ce,
 	}
 }
 
-static void progress_all(struct mrl_cq *cq)
+static void mrl_cq_progress_all(struct mrl_cq *cq)
 {
 	int i;
 
@@ -171,19 +171,19 @@ static void progress_all(struct mrl_cq *cq)
 }
 
 /* Domain locked.  Up to count entries from the ring into buf. */
-static size_t take_ring(struct mrl_cq *cq, void *buf, size_t count,
+static size_t mrl_take_ring(struct mrl_cq *cq, void *buf, size_t count,
 			fi_addr_t *src_addr)
 {
 	mrl_assert_locked(cq->domain);
 	size_t n;
 
-	if (count > cq_count(cq))
-		count = cq_count(cq);
+	if (count > mrl_cq_count(cq))
+		count = mrl_cq_count(cq);
 	for (n = 0; n < count; n++) {
 		struct mrl_cq_entry *ce =
 			&cq->ring[cq->head++ & (cq->size - 1)];
 
-		copy_entry(cq, ce, (char *) buf + n * cq->out_size);
+		mrl_copy_entry(cq, ce, (char *) buf + n * cq->out_size);
 		if (src_addr)
 			src_addr[n] = ce->src;
 	}
@@ -195,7 +195,7 @@ static size_t take_ring(struct mrl_cq *cq, void *buf, size_t count,
  * writes straight after them (see struct mrl_cq): the ring takes only
  * what does not fit.  An error waiting is reported once buf holds none.
  */
-static ssize_t read_progress(struct mrl_cq *cq, char *buf, size_t count,
+static ssize_t mrl_read_progress(struct mrl_cq *cq, char *buf, size_t count,
 			     fi_addr_t *src_addr, size_t n)
 {
 	mrl_assert_locked(cq->domain);
@@ -203,7 +203,7 @@ static ssize_t read_progress(struct mrl_cq *cq, char *buf, size_t count,
 
 	mrl_cq_out_begin(cq, buf + n * cq->out_size, count - n,
 			 src_addr ? src_addr + n : NULL);
-	progress_all(cq);
+	mrl_cq_progress_all(cq);
 	ret = mrl_cq_out_end(cq, count);
 	mrl_unlock(cq->domain);
 	return ret;
@@ -215,7 +215,7 @@ static ssize_t read_progress(struct mrl_cq *cq, char *buf, size_t count,
  * read, then what progress finds.  With buf filled from the ring,
  * progress waits for the next read; a read of no entries only progresses.
  */
-static ssize_t __attribute__((noinline)) read_any(struct mrl_cq *cq,
+static ssize_t __attribute__((noinline)) mrl_read_any(struct mrl_cq *cq,
 						  void *buf, size_t count,
 						  fi_addr_t *src_addr)
 {
@@ -226,12 +226,12 @@ static ssize_t __attribute__((noinline)) read_any(struct mrl_cq *cq,
 		mrl_unlock(cq->domain);
 		return -FI_EAVAIL;
 	}
-	n = take_ring(cq, buf, count, src_addr);
+	n = mrl_take_ring(cq, buf, count, src_addr);
 	if (n && n == count) {
 		mrl_unlock(cq->domain);
 		return (ssize_t) n;
 	}
-	return read_progress(cq, buf, count, src_addr, n);
+	return mrl_read_progress(cq, buf, count, src_addr, n);
 }
 
 /*
@@ -240,11 +240,11 @@ static ssize_t __attribute__((noinline)) read_any(struct mrl_cq *cq,
  * grants a lease (struct mrl_lease).
  */
 static ssize_t __attribute__((noinline))
-read_lean(struct mrl_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
+mrl_read_lean(struct mrl_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
 {
 	if (!cq->lean_ep || cq->head != cq->tail ||
 	    !mrl_list_empty(&cq->errs) || !count)
-		return read_any(cq, buf, count, src_addr);
+		return mrl_read_any(cq, buf, count, src_addr);
 	return mrl_ep_poll(cq, buf, count, src_addr, cq->lean_ep);
 }
 
@@ -265,15 +265,15 @@ read_lean(struct mrl_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
 #endif
 
 static inline __attribute__((always_inline))
-ssize_t read_leased(struct fid_cq *cq_fid, void *buf, size_t count,
+ssize_t mrl_read_leased(struct fid_cq *cq_fid, void *buf, size_t count,
 		    fi_addr_t *src_addr, bool from)
 {
-	struct mrl_cq *cq = to_cq(cq_fid);
+	struct mrl_cq *cq = mrl_to_cq(cq_fid);
 	struct mrl_ep_rail **at = cq->lease.at;
 	ssize_t n;
 
 	if (at >= cq->lease.end)
-		return read_lean(cq, buf, count, src_addr);
+		return mrl_read_lean(cq, buf, count, src_addr);
 	cq->lease.at = at + 1;
 	cq->lease.buf = buf;
 	cq->lease.count = count;
@@ -292,13 +292,13 @@ static MRL_NO_SLP ssize_t
 mrl_cq_readfrom(struct fid_cq *cq, void *buf, size_t count,
 		fi_addr_t *src_addr)
 {
-	return read_leased(cq, buf, count, src_addr, true);
+	return mrl_read_leased(cq, buf, count, src_addr, true);
 }
 
 static MRL_NO_SLP ssize_t
 mrl_cq_read(struct fid_cq *cq, void *buf, size_t count)
 {
-	return read_leased(cq, buf, count, NULL, false);
+	return mrl_read_leased(cq, buf, count, NULL, false);
 }
 
 /*
@@ -321,7 +321,7 @@ static size_t mrl_cq_err_size(uint32_t api)
 static ssize_t mrl_cq_readerr(struct fid_cq *cq_fid,
 			      struct fi_cq_err_entry *buf, uint64_t flags)
 {
-	struct mrl_cq *cq = to_cq(cq_fid);
+	struct mrl_cq *cq = mrl_to_cq(cq_fid);
 	size_t size = mrl_cq_err_size(cq->domain->fabric->version);
 	struct mrl_cq_err *ce;
 	void *err_data = NULL;
@@ -347,26 +347,18 @@ static ssize_t mrl_cq_readerr(struct fid_cq *cq_fid,
 	return 1;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static ssize_t mrl_cq_sreadfrom(struct fid_cq *cq, void *buf, size_t count,
 				fi_addr_t *src_addr, const void *cond,
 				int timeout)
 {
-	double end = now_ms() + timeout;
+	double end = (mrl_clock_ns() / 1e6) + timeout;
 	ssize_t ret;
 
 	for (;;) {
 		ret = mrl_cq_readfrom(cq, buf, count, src_addr);
 		if (ret != -FI_EAGAIN)
 			return ret;
-		if (timeout >= 0 && now_ms() >= end)
+		if (timeout >= 0 && (mrl_clock_ns() / 1e6) >= end)
 			return -FI_EAGAIN;
 		sched_yield();
 	}
@@ -456,7 +448,7 @@ int mrl_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 	cq->domain = mrl_container_of(domain, struct mrl_domain, domain_fid);
 	cq->format = attr && attr->format ? attr->format :
 					      FI_CQ_FORMAT_CONTEXT;
-	cq->out_size = entry_size(cq->format);
+	cq->out_size = mrl_entry_size(cq->format);
 	/* a power of two, so a ring index is a mask, not a division */
 	for (cq->size = MRL_CQ_MIN_SIZE; cq->size < want; cq->size *= 2)
 		;

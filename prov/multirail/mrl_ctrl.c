@@ -14,7 +14,7 @@
  *   RAIL_UP             on rails 1..n-1: connects them early (no answer)
  * Nothing waits on these: until an answer comes, RMA uses rail 0 alone.
  * While rail 0 is out of service for a peer, a key question goes on its
- * first rail in service and is answered there (question_rail), and the
+ * first rail in service and is answered there (mrl_question_rail), and the
  * ops to that key wait parked for the answer (mrl_ctrl_key_awaited).
  * A send the core refuses for now (-FI_EAGAIN: rxm is still connecting,
  * say) waits in a backlog that progress drains in order, so no answer is
@@ -31,15 +31,7 @@
  * question must not cost long (the answer is a few ms on a busy host). */
 #define MRL_KEY_REASK_NS	200000000ull
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static void *ctrl_desc(struct mrl_ep *ep, int rail)
+static void *mrl_ctrl_desc(struct mrl_ep *ep, int rail)
 {
 	struct fid_mr *mr = ep->rails[rail].ctrl_mr;
 
@@ -52,7 +44,7 @@ static void *ctrl_desc(struct mrl_ep *ep, int rail)
  * messages receives control on every rail; control endpoints (a core
  * without) and a peer known by rail 0's address alone have rail 0 only.
  */
-static int question_rail(const struct mrl_ep *ep, const struct mrl_peer *peer)
+static int mrl_question_rail(const struct mrl_ep *ep, const struct mrl_peer *peer)
 {
 	uint32_t up;
 
@@ -62,16 +54,16 @@ static int question_rail(const struct mrl_ep *ep, const struct mrl_peer *peer)
 	return up ? __builtin_ctz(up) : 0;
 }
 
-static int post_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+static int mrl_post_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	int ret;
 
 	buf->hdr.kind = MRL_REQ_CTRL_RX;
 	ret = ep->ctrl_ep ?
 	      fi_recv(ep->ctrl_ep, buf->data, MRL_CTRL_BUF_SIZE,
-		      ctrl_desc(ep, 0), FI_ADDR_UNSPEC, &buf->hdr) :
+		      mrl_ctrl_desc(ep, 0), FI_ADDR_UNSPEC, &buf->hdr) :
 	      fi_trecv(ep->rails[buf->rail].ep, buf->data, MRL_CTRL_BUF_SIZE,
-		       ctrl_desc(ep, buf->rail), FI_ADDR_UNSPEC, MRL_CTRL_TAG,
+		       mrl_ctrl_desc(ep, buf->rail), FI_ADDR_UNSPEC, MRL_CTRL_TAG,
 		       0, &buf->hdr);
 	if (ret)
 		MRL_WARN_ONCE(FI_LOG_EP_CTRL, "rail %d: control receive: "
@@ -79,7 +71,7 @@ static int post_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	return ret;
 }
 
-static int register_bufs(struct mrl_ep *ep)
+static int mrl_register_bufs(struct mrl_ep *ep)
 {
 	struct mrl_domain *dom = ep->domain;
 	int r, ret;
@@ -117,7 +109,7 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 	if (!ep->ctrl_bufs)
 		return -FI_ENOMEM;
 	if (dom->core_mr_local) {
-		ret = register_bufs(ep);
+		ret = mrl_register_bufs(ep);
 		if (ret)
 			return ret;
 	}
@@ -125,7 +117,7 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 		ep->ctrl_bufs[i].rail = i < MRL_CTRL_RX_COUNT ? 0 :
 			1 + (int) ((i - MRL_CTRL_RX_COUNT) /
 				   MRL_CTRL_RAIL_RX_COUNT);
-		ret = post_rx(ep, &ep->ctrl_bufs[i]);
+		ret = mrl_post_rx(ep, &ep->ctrl_bufs[i]);
 		if (ret)
 			return ret;
 	}
@@ -138,7 +130,7 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 	ep->ctrl_backlog_tail = &ep->ctrl_backlog;
 	if (getrandom(&ep->ctrl_rng, sizeof(ep->ctrl_rng), GRND_NONBLOCK) !=
 	    sizeof(ep->ctrl_rng))
-		ep->ctrl_rng = now_ns() ^ (uintptr_t) ep;
+		ep->ctrl_rng = mrl_clock_ns() ^ (uintptr_t) ep;
 	ep->ctrl_rng |= 1;
 	ep->ctrl_enabled = true;
 	return 0;
@@ -147,11 +139,11 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 /*
  * A KEY_RESP is taken only with the nonce its KEY_REQ carried, and the
  * request went to the peer's own address (on rail 0, or on the rail in
- * service it was asked on: question_rail): whoever else claims to be that
+ * service it was asked on: mrl_question_rail): whoever else claims to be that
  * peer never saw it, so cannot answer for it (false keys, or "no such
  * key" to make our ops to it fail).
  */
-static uint32_t new_nonce(struct mrl_ep *ep)
+static uint32_t mrl_new_nonce(struct mrl_ep *ep)
 {
 	uint64_t x = ep->ctrl_rng;
 
@@ -208,14 +200,14 @@ void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 }
 
 /* Where buf goes on rail: the peer's control endpoint, or its rail. */
-static void set_dest(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int rail)
+static void mrl_set_dest(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int rail)
 {
 	buf->rail = rail;
 	buf->dest = ep->ctrl_ep ? buf->peer->ctrl_addr :
 				  buf->peer->rail[rail].core_addr;
 }
 
-static void backlog_add(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+static void mrl_backlog_add(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	buf->next_free = NULL;
 	*ep->ctrl_backlog_tail = buf;
@@ -228,15 +220,15 @@ static void backlog_add(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
  * is then an address it knows for us, and checks our claim against
  * (mrl_av_claim_from), where our control endpoint's may be unknown to it.
  */
-static ssize_t post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+static ssize_t mrl_post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	ssize_t ret;
 
 	ret = ep->ctrl_ep ?
-	      fi_send(ep->rails[0].ep, buf->data, buf->len, ctrl_desc(ep, 0),
+	      fi_send(ep->rails[0].ep, buf->data, buf->len, mrl_ctrl_desc(ep, 0),
 		      buf->dest, &buf->hdr) :
 	      fi_tsend(ep->rails[buf->rail].ep, buf->data, buf->len,
-		       ctrl_desc(ep, buf->rail), buf->dest, MRL_CTRL_TAG,
+		       mrl_ctrl_desc(ep, buf->rail), buf->dest, MRL_CTRL_TAG,
 		       &buf->hdr);
 	if (!ret) {
 		ep->rails[buf->rail].ctrl_sent++;
@@ -246,7 +238,7 @@ static ssize_t post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 }
 
 /* Does a message before buf, refused by the core, go where buf goes? */
-static bool behind_refused(struct mrl_ctrl_buf *const *refused, int n,
+static bool mrl_behind_refused(struct mrl_ctrl_buf *const *refused, int n,
 			   const struct mrl_ctrl_buf *buf)
 {
 	int i;
@@ -265,7 +257,7 @@ static bool behind_refused(struct mrl_ctrl_buf *const *refused, int n,
  * long as the core refuses it, which for a dead peer may be for ever.
  * Logged the 1st, 2nd, 4th... time.
  */
-static bool rail_down_for(const struct mrl_ctrl_buf *buf)
+static bool mrl_rail_down_for(const struct mrl_ctrl_buf *buf)
 {
 	return buf->peer->rails_down & (1u << buf->rail);
 }
@@ -274,20 +266,20 @@ static bool rail_down_for(const struct mrl_ctrl_buf *buf)
  * A WRITE_DATA for a rail now out of service goes on the peer's rail in
  * service instead (it carries no bytes that the rail had to carry).
  */
-static bool reroute(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+static bool mrl_reroute(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	int rail;
 
 	if (!buf->announce && !buf->inject_data)
 		return false;
-	rail = question_rail(ep, buf->peer);
+	rail = mrl_question_rail(ep, buf->peer);
 	if (buf->peer->rails_down & (1u << rail))
 		return false;
-	set_dest(ep, buf, rail);
+	mrl_set_dest(ep, buf, rail);
 	return true;
 }
 
-static void drop_backlogged(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+static void mrl_drop_backlogged(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	uint64_t n;
 
@@ -312,13 +304,13 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
 	ssize_t ret;
 
 	while ((buf = *pos)) {
-		if (rail_down_for(buf) && !reroute(ep, buf)) {
+		if (mrl_rail_down_for(buf) && !mrl_reroute(ep, buf)) {
 			*pos = buf->next_free;
-			drop_backlogged(ep, buf);
+			mrl_drop_backlogged(ep, buf);
 			continue;
 		}
-		ret = behind_refused(refused, nrefused, buf) ? -FI_EAGAIN :
-							      post_tx(ep, buf);
+		ret = mrl_behind_refused(refused, nrefused, buf) ? -FI_EAGAIN :
+							      mrl_post_tx(ep, buf);
 		if (ret == -FI_EAGAIN) {
 			if (nrefused < MRL_CTRL_TX_COUNT)
 				refused[nrefused++] = buf;
@@ -341,7 +333,7 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
  * address and extra bytes of room after it: its header, at the payload's
  * end; the caller fills the rest.
  */
-static struct mrl_ctrl_msg *compose(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
+static struct mrl_ctrl_msg *mrl_compose(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
 				    struct mrl_peer *peer, int rail, int type,
 				    size_t extra)
 {
@@ -356,12 +348,12 @@ static struct mrl_ctrl_msg *compose(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
 	buf->len = sizeof(*msg) + ep->namelen + extra;
 	buf->peer = peer;
 	peer->ctrl_refs++;		/* it may not be evicted meanwhile */
-	set_dest(ep, buf, rail);
+	mrl_set_dest(ep, buf, rail);
 	return msg;
 }
 
 /* Can a message of extra bytes after our address go to peer? */
-static int can_send(const struct mrl_ep *ep, const struct mrl_peer *peer,
+static int mrl_can_send(const struct mrl_ep *ep, const struct mrl_peer *peer,
 		    size_t extra)
 {
 	if (!ep->ctrl_enabled)
@@ -374,7 +366,7 @@ static int can_send(const struct mrl_ep *ep, const struct mrl_peer *peer,
 	return ep->ctrl_tx_free ? 0 : -FI_EAGAIN;
 }
 
-static struct mrl_ctrl_buf *take_tx(struct mrl_ep *ep)
+static struct mrl_ctrl_buf *mrl_take_tx(struct mrl_ep *ep)
 {
 	struct mrl_ctrl_buf *buf = ep->ctrl_tx_free;
 
@@ -385,9 +377,9 @@ static struct mrl_ctrl_buf *take_tx(struct mrl_ep *ep)
 }
 
 /* Behind what still waits for its destination: each keeps its order. */
-static void queue_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+static void mrl_queue_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
-	backlog_add(ep, buf);
+	mrl_backlog_add(ep, buf);
 	mrl_ctrl_progress(ep);
 }
 
@@ -395,19 +387,19 @@ static void queue_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
  * 0 when sent or queued (a core error is logged where the send is posted);
  * -FI_EAGAIN only when every buffer is taken.
  */
-static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
+static int mrl_send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 		   int type, uint64_t key, int status, const uint64_t *keys,
 		   int nkeys, uint32_t near_mask, uint32_t nonce)
 {
 	size_t extra = nkeys * sizeof(uint64_t);
 	struct mrl_ctrl_buf *buf;
 	struct mrl_ctrl_msg *msg;
-	int ret = can_send(ep, peer, extra);
+	int ret = mrl_can_send(ep, peer, extra);
 
 	if (ret)
 		return ret;
-	buf = take_tx(ep);
-	msg = compose(ep, buf, peer, rail, type, extra);
+	buf = mrl_take_tx(ep);
+	msg = mrl_compose(ep, buf, peer, rail, type, extra);
 	msg->key = key;
 	msg->status = status;
 	msg->nkeys = nkeys;
@@ -415,27 +407,27 @@ static int send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 	msg->nonce = nonce;
 	if (nkeys)
 		memcpy(msg->payload + ep->namelen, keys, extra);
-	queue_tx(ep, buf);
+	mrl_queue_tx(ep, buf);
 	return 0;
 }
 
 /* Everything but RAIL_UP goes on rail 0. */
-static int send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
+static int mrl_send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
 		     uint64_t key, uint32_t nonce)
 {
-	return send_on(ep, peer, 0, type, key, 0, NULL, 0, 0, nonce);
+	return mrl_send_on(ep, peer, 0, type, key, 0, NULL, 0, 0, nonce);
 }
 
 /*
  * Writes len bytes of b's on rail 0, delivery-complete where flags say;
  * b is taken only when the core took the write.
  */
-static ssize_t post_bounce(struct mrl_ep *ep, struct mrl_ctrl_buf *b,
+static ssize_t mrl_post_bounce(struct mrl_ep *ep, struct mrl_ctrl_buf *b,
 			   size_t len, fi_addr_t dest, uint64_t addr,
 			   uint64_t key, uint64_t flags)
 {
 	struct iovec iov = { b->data, len };
-	void *desc = ctrl_desc(ep, 0);
+	void *desc = mrl_ctrl_desc(ep, 0);
 	struct fi_rma_iov rma = { addr, len, key };
 	struct fi_msg_rma msg = {
 		.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest,
@@ -450,7 +442,7 @@ static ssize_t post_bounce(struct mrl_ep *ep, struct mrl_ctrl_buf *b,
 		return ret;
 	}
 	mrl_side_posted(ep, 0);
-	take_tx(ep);
+	mrl_take_tx(ep);
 	return 0;
 }
 
@@ -472,16 +464,16 @@ ssize_t mrl_ctrl_bounce_write(struct mrl_ep *ep, const void *buf, size_t len,
 	if (!b)
 		return -FI_EAGAIN;
 	memcpy(b->data, buf, len);
-	return post_bounce(ep, b, len, dest, addr, key, 0);
+	return mrl_post_bounce(ep, b, len, dest, addr, key, 0);
 }
 
-static void announce_inject(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
+static void mrl_announce_inject(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
 
 void mrl_ctrl_bounce_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
 			  int err)
 {
 	if (!err && buf->inject_data) {
-		announce_inject(ep, buf);
+		mrl_announce_inject(ep, buf);
 		return;
 	}
 	if (err) {
@@ -525,14 +517,14 @@ void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err)
  * carries the whole write's length and the user's data, whatever the
  * core would report.  It is sent once: a send that fails fails the op.
  */
-static void compose_write_data(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
+static void mrl_compose_write_data(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
 			       struct mrl_peer *peer, size_t len,
 			       uint64_t data)
 {
 	struct mrl_ctrl_data d = { .len = len, .data = data };
 	struct mrl_ctrl_msg *msg;
 
-	msg = compose(ep, buf, peer, question_rail(ep, peer),
+	msg = mrl_compose(ep, buf, peer, mrl_question_rail(ep, peer),
 		      MRL_CTRL_WRITE_DATA, sizeof(d));
 	memcpy(msg->payload + ep->namelen, &d, sizeof(d));
 }
@@ -542,26 +534,26 @@ int mrl_ctrl_write_data(struct mrl_ep *ep, struct mrl_rma_req *req)
 {
 	struct mrl_peer *peer = req->op.peer;
 	struct mrl_ctrl_buf *buf;
-	int ret = can_send(ep, peer, sizeof(struct mrl_ctrl_data));
+	int ret = mrl_can_send(ep, peer, sizeof(struct mrl_ctrl_data));
 
 	if (ret)
 		return ret;
-	buf = take_tx(ep);
-	compose_write_data(ep, buf, peer, req->op.len, req->op.data);
+	buf = mrl_take_tx(ep);
+	mrl_compose_write_data(ep, buf, peer, req->op.len, req->op.data);
 	buf->announce = req;
-	queue_tx(ep, buf);
+	mrl_queue_tx(ep, buf);
 	return 0;
 }
 
 /* An inject's bytes landed from buf: buf now carries its WRITE_DATA. */
-static void announce_inject(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+static void mrl_announce_inject(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	struct mrl_peer *peer = buf->peer;
 
 	peer->ctrl_refs--;		/* compose names it again */
 	buf->hdr.kind = MRL_REQ_CTRL_TX;
-	compose_write_data(ep, buf, peer, buf->data_len, buf->cq_data);
-	queue_tx(ep, buf);
+	mrl_compose_write_data(ep, buf, peer, buf->data_len, buf->cq_data);
+	mrl_queue_tx(ep, buf);
 }
 
 /*
@@ -570,10 +562,10 @@ static void announce_inject(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
  * it does; efa has no such order, and a control endpoint is another
  * queue.
  */
-static bool rail0_ordered(const struct mrl_ep *ep, const struct mrl_peer *peer)
+static bool mrl_rail0_ordered(const struct mrl_ep *ep, const struct mrl_peer *peer)
 {
 	return !ep->domain->acked_writes && !ep->ctrl_ep &&
-	       !question_rail(ep, peer);
+	       !mrl_question_rail(ep, peer);
 }
 
 /*
@@ -589,12 +581,12 @@ ssize_t mrl_ctrl_inject_data(struct mrl_ep *ep, struct mrl_peer *peer,
 			     fi_addr_t dest, uint64_t addr, uint64_t key)
 {
 	struct mrl_ctrl_buf *b;
-	ssize_t ret = can_send(ep, peer, sizeof(struct mrl_ctrl_data));
+	ssize_t ret = mrl_can_send(ep, peer, sizeof(struct mrl_ctrl_data));
 
 	if (ret)
 		return ret;
 	b = ep->ctrl_tx_free;
-	if (len && rail0_ordered(ep, peer) && !ep->no_rma_inject) {
+	if (len && mrl_rail0_ordered(ep, peer) && !ep->no_rma_inject) {
 		ret = fi_inject_write(ep->rails[0].ep, buf, len, dest, addr,
 				      key);
 		if (ret)
@@ -603,7 +595,7 @@ ssize_t mrl_ctrl_inject_data(struct mrl_ep *ep, struct mrl_peer *peer,
 		if (len > MRL_CTRL_BUF_SIZE)
 			return -FI_EMSGSIZE;
 		memcpy(b->data, buf, len);
-		ret = post_bounce(ep, b, len, dest, addr, key,
+		ret = mrl_post_bounce(ep, b, len, dest, addr, key,
 				  FI_DELIVERY_COMPLETE);
 		if (ret)
 			return ret;
@@ -614,15 +606,15 @@ ssize_t mrl_ctrl_inject_data(struct mrl_ep *ep, struct mrl_peer *peer,
 		b->data_len = len;
 		return 0;
 	}
-	take_tx(ep);
-	compose_write_data(ep, b, peer, len, data);
+	mrl_take_tx(ep);
+	mrl_compose_write_data(ep, b, peer, len, data);
 	b->inject_data = true;
-	queue_tx(ep, b);
+	mrl_queue_tx(ep, b);
 	return 0;
 }
 
 /* The target: a writedata's bytes are all here; its entry, once. */
-static void write_data_arrived(struct mrl_ep *ep, struct mrl_peer *peer,
+static void mrl_write_data_arrived(struct mrl_ep *ep, struct mrl_peer *peer,
 			       const struct mrl_ctrl_msg *msg)
 {
 	struct mrl_ctrl_data d;
@@ -665,7 +657,7 @@ void mrl_ctrl_introduce(struct mrl_ep *ep, struct mrl_peer *peer)
 	    peer->partial ||
 	    (peer->rails_up_ep && peer->rails_up_ep != ep))
 		return;
-	if (send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0, 0) == -FI_EAGAIN)
+	if (mrl_send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0, 0) == -FI_EAGAIN)
 		return;			/* no buffer now: the next op retries */
 	peer->rails_up |= 1u;
 	peer->rails_up_ep = ep;
@@ -688,7 +680,7 @@ void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 	for (r = 1; todo && r < peer->nrails; r++) {
 		if (!(todo & (1u << r)))
 			continue;
-		if (send_on(ep, peer, r, MRL_CTRL_RAIL_UP, 0, 0, NULL, 0, 0, 0))
+		if (mrl_send_on(ep, peer, r, MRL_CTRL_RAIL_UP, 0, 0, NULL, 0, 0, 0))
 			break;		/* no buffer now: the next op retries */
 		peer->rails_up |= 1u << r;
 		peer->rails_up_ep = ep;
@@ -702,8 +694,8 @@ int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer)
 
 	if (peer->hello_sent)
 		return 0;
-	nonce = new_nonce(ep);
-	ret = send_ctrl(ep, peer, MRL_CTRL_HELLO, 0, nonce);
+	nonce = mrl_new_nonce(ep);
+	ret = mrl_send_ctrl(ep, peer, MRL_CTRL_HELLO, 0, nonce);
 	if (ret == -FI_EAGAIN)
 		return ret;
 	if (!ret)
@@ -739,19 +731,19 @@ void mrl_ctrl_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
 }
 
 /* The peer's key buckets come with its first key: most peers have none. */
-static struct mrl_key_entry **bucket(struct mrl_peer *peer, uint64_t key)
+static struct mrl_key_entry **mrl_bucket(struct mrl_peer *peer, uint64_t key)
 {
 	return &peer->keys[(key ^ (key >> 17) ^ (key >> 35)) %
 			   MRL_KEY_BUCKETS];
 }
 
-static struct mrl_key_entry *find_key(struct mrl_peer *peer, uint64_t key)
+static struct mrl_key_entry *mrl_find_key(struct mrl_peer *peer, uint64_t key)
 {
 	struct mrl_key_entry *e;
 
 	if (!peer->keys)
 		return NULL;
-	for (e = *bucket(peer, key); e; e = e->next)
+	for (e = *mrl_bucket(peer, key); e; e = e->next)
 		if (e->key == key)
 			return e;
 	return NULL;
@@ -764,17 +756,17 @@ static struct mrl_key_entry *find_key(struct mrl_peer *peer, uint64_t key)
  * the health tick's for a parked op, asks again, and the ops to the key
  * wait for it as for one sent.
  */
-static void ask(struct mrl_ep *ep, struct mrl_peer *peer,
+static void mrl_ask(struct mrl_ep *ep, struct mrl_peer *peer,
 		struct mrl_key_entry *e)
 {
-	int rail = question_rail(ep, peer);
-	uint64_t t = now_ns();
+	int rail = mrl_question_rail(ep, peer);
+	uint64_t t = mrl_clock_ns();
 
 	if (rail != e->asked_rail || !e->since_ns) {
 		e->asked_rail = rail;
 		e->since_ns = t;
 	}
-	e->unsent = send_on(ep, peer, rail, MRL_CTRL_KEY_REQ, e->key, 0, NULL,
+	e->unsent = mrl_send_on(ep, peer, rail, MRL_CTRL_KEY_REQ, e->key, 0, NULL,
 			    0, 0, e->nonce) != 0;
 	if (!e->unsent)
 		e->asked_ns = t;
@@ -791,11 +783,11 @@ bool mrl_ctrl_key_awaited(const struct mrl_ep *ep,
 			  const struct mrl_peer *peer,
 			  const struct mrl_key_entry *e)
 {
-	if (!question_rail(ep, peer) || e->state != MRL_KEY_PENDING ||
-	    e->asked_rail != question_rail(ep, peer))
+	if (!mrl_question_rail(ep, peer) || e->state != MRL_KEY_PENDING ||
+	    e->asked_rail != mrl_question_rail(ep, peer))
 		return false;
 	return !mrl_params.rail_timeout_ms ||
-	       now_ns() - e->since_ns <
+	       mrl_clock_ns() - e->since_ns <
 	       (uint64_t) mrl_params.rail_timeout_ms * 1000000ull;
 }
 
@@ -804,7 +796,7 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						struct mrl_peer *peer,
 						uint64_t key)
 {
-	struct mrl_key_entry *e = find_key(peer, key), **b;
+	struct mrl_key_entry *e = mrl_find_key(peer, key), **b;
 
 	if (!ep->ctrl_enabled)
 		return e;
@@ -822,9 +814,9 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 		if (ep->ctrl_backlog)
 			mrl_ctrl_progress(ep);
 		/* a question on a rail now out went nowhere: ask at once */
-		if (e->unsent || now_ns() - e->asked_ns > MRL_KEY_REASK_NS ||
-		    question_rail(ep, peer) != e->asked_rail)
-			ask(ep, peer, e);
+		if (e->unsent || mrl_clock_ns() - e->asked_ns > MRL_KEY_REASK_NS ||
+		    mrl_question_rail(ep, peer) != e->asked_rail)
+			mrl_ask(ep, peer, e);
 		return e;
 	}
 	if (peer->partial) {
@@ -839,13 +831,13 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
-	e->nonce = new_nonce(ep);
+	e->nonce = mrl_new_nonce(ep);
 	e->key = key;
 	e->state = MRL_KEY_PENDING;
-	b = bucket(peer, key);
+	b = mrl_bucket(peer, key);
 	e->next = *b;
 	*b = e;
-	ask(ep, peer, e);
+	mrl_ask(ep, peer, e);
 	return e;
 }
 
@@ -854,7 +846,7 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
  * may access (FI_REMOTE_READ or FI_REMOTE_WRITE): any process that reaches
  * rail 0 can ask.
  */
-static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
+static void mrl_answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
 		       uint32_t nonce, int rail)
 {
 	struct mrl_mr *mr = mrl_mr_find(ep->domain, key);
@@ -872,15 +864,15 @@ static void answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
 	/* back the way the question came: rail 0 may be out for the asker */
 	if (rail >= peer->nrails || ep->ctrl_ep)
 		rail = 0;
-	send_on(ep, peer, rail, MRL_CTRL_KEY_RESP, key, mr ? 0 : -FI_ENOKEY,
+	mrl_send_on(ep, peer, rail, MRL_CTRL_KEY_RESP, key, mr ? 0 : -FI_ENOKEY,
 		keys, n, mr ? mr->near_mask : 0, nonce);
 }
 
 /* The keys learned, or NULL. */
-static const struct mrl_key_entry *take_keys(struct mrl_peer *peer,
+static const struct mrl_key_entry *mrl_take_keys(struct mrl_peer *peer,
 					     const struct mrl_ctrl_msg *msg)
 {
-	struct mrl_key_entry *e = find_key(peer, msg->key);
+	struct mrl_key_entry *e = mrl_find_key(peer, msg->key);
 	const uint8_t *p = msg->payload + msg->addrlen;
 	int r, n;
 
@@ -918,7 +910,7 @@ static const char *const drop_reason[MRL_CTRL_DROP_KINDS] = {
 };
 
 /* Why a received message cannot be used, or MRL_CTRL_OK. */
-static int malformed(const struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
+static int mrl_malformed(const struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		     size_t len)
 {
 	int why = mrl_ctrl_msg_check(msg, len);
@@ -930,7 +922,7 @@ static int malformed(const struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 
 /* Logged the 1st, 2nd, 4th, 8th... time for each reason: anyone who can
  * reach rail 0 can send these, and must not flood the log. */
-static void dropped(struct mrl_ep *ep, int why, const struct mrl_ctrl_msg *msg)
+static void mrl_dropped(struct mrl_ep *ep, int why, const struct mrl_ctrl_msg *msg)
 {
 	uint64_t n = ++ep->ctrl_dropped[why];
 
@@ -941,18 +933,18 @@ static void dropped(struct mrl_ep *ep, int why, const struct mrl_ctrl_msg *msg)
 		 MRL_CTRL_VERSION, (unsigned long) n);
 }
 
-static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
+static void mrl_handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		   size_t len, const struct mrl_ctrl_from *from,
 		   struct mrl_ctrl_learned *learned)
 {
-	int why = malformed(ep, msg, len);
+	int why = mrl_malformed(ep, msg, len);
 	struct mrl_peer *peer;
 
 	if (why == MRL_CTRL_OK &&
 	    !mrl_av_claim_from(ep->av, msg->payload, msg->addrlen, from))
 		why = MRL_CTRL_DROP_CLAIM;
 	if (why != MRL_CTRL_OK) {
-		dropped(ep, why, msg);
+		mrl_dropped(ep, why, msg);
 		return;
 	}
 	peer = mrl_av_learn(ep->av, msg->payload, msg->addrlen, from);
@@ -965,25 +957,25 @@ static void handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 	mrl_health_answered(peer);
 	switch (msg->type) {
 	case MRL_CTRL_HELLO:
-		send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0, msg->nonce);
+		mrl_send_ctrl(ep, peer, MRL_CTRL_HELLO_ACK, 0, msg->nonce);
 		break;
 	case MRL_CTRL_HELLO_ACK:
 		break;
 	case MRL_CTRL_KEY_REQ:
-		answer_key(ep, peer, msg->key, msg->nonce, from->rail);
+		mrl_answer_key(ep, peer, msg->key, msg->nonce, from->rail);
 		break;
 	case MRL_CTRL_KEY_RESP:
-		learned->keys = take_keys(peer, msg);
+		learned->keys = mrl_take_keys(peer, msg);
 		break;
 	case MRL_CTRL_RAIL_UP:
 		break;		/* its arrival was the point */
 	case MRL_CTRL_WRITE_DATA:
-		write_data_arrived(ep, peer, msg);
+		mrl_write_data_arrived(ep, peer, msg);
 		break;
 	}
 }
 
-static uint32_t hello_ack_nonce(const struct mrl_ctrl_buf *buf)
+static uint32_t mrl_hello_ack_nonce(const struct mrl_ctrl_buf *buf)
 {
 	const struct mrl_ctrl_msg *msg = (const void *) buf->data;
 
@@ -1007,18 +999,18 @@ void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 	ep->rails[buf->rail].ctrl_received++;
 	if (err) {
 		memset(buf->data, 0, sizeof(struct mrl_ctrl_msg));
-		dropped(ep, MRL_CTRL_DROP_RX_FAILED,
+		mrl_dropped(ep, MRL_CTRL_DROP_RX_FAILED,
 			(const struct mrl_ctrl_msg *) buf->data);
 	} else {
 		struct mrl_ctrl_from from = {
 			.src = src,
 			.checked = ep->domain->src0 && !buf->rail,
-			.ack_nonce = hello_ack_nonce(buf),
+			.ack_nonce = mrl_hello_ack_nonce(buf),
 			.rail = buf->rail,
 		};
 
-		handle(ep, (const struct mrl_ctrl_msg *) buf->data, len, &from,
+		mrl_handle(ep, (const struct mrl_ctrl_msg *) buf->data, len, &from,
 		       learned);
 	}
-	post_rx(ep, buf);
+	mrl_post_rx(ep, buf);
 }

@@ -9,7 +9,7 @@
 
 #include "mrl.h"
 
-static void close_rails(struct mrl_domain *dom)
+static void mrl_domain_close_rails(struct mrl_domain *dom)
 {
 	int i;
 
@@ -33,7 +33,7 @@ static int mrl_domain_close(struct fid *fid)
 			 "or objects open on it\n");
 		return -FI_EBUSY;
 	}
-	close_rails(dom);
+	mrl_domain_close_rails(dom);
 	fi_freeinfo(dom->info);
 	free(dom->raw_maps);
 	free(dom->mr_hash);
@@ -89,7 +89,7 @@ static struct fi_ops_mr mrl_mr_ops = {
 	.regattr = mrl_mr_regattr,
 };
 
-static enum mrl_policy parse_policy(const char *s)
+static enum mrl_policy mrl_parse_policy(const char *s)
 {
 	if (!s || !*s || !strcmp(s, "auto"))
 		return MRL_POLICY_AUTO;
@@ -102,7 +102,7 @@ static enum mrl_policy parse_policy(const char *s)
 	return MRL_POLICY_AUTO;
 }
 
-static int open_rail(struct mrl_domain *dom, int i, const char *name)
+static int mrl_domain_open_rail(struct mrl_domain *dom, int i, const char *name)
 {
 	struct mrl_rail *rail = &dom->rails[i];
 	int ret;
@@ -134,7 +134,7 @@ static int open_rail(struct mrl_domain *dom, int i, const char *name)
 	return ret;
 }
 
-static void domain_attrs(struct mrl_domain *dom)
+static void mrl_domain_attrs(struct mrl_domain *dom)
 {
 	const struct fi_info *core = dom->rails[0].info;
 
@@ -162,7 +162,7 @@ static void domain_attrs(struct mrl_domain *dom)
 	 * reached its socket (mrl_fence.c).
 	 */
 	dom->acked_writes = !strcmp(core->fabric_attr->prov_name, "efa");
-	dom->policy = parse_policy(mrl_params.policy);
+	dom->policy = mrl_parse_policy(mrl_params.policy);
 }
 
 /*
@@ -170,7 +170,7 @@ static void domain_attrs(struct mrl_domain *dom)
  * their memory.  Rails that cannot be placed (lo, veths, a VM without PCI
  * information) leave every rail in use, which is said once.
  */
-static void locate_rails(struct mrl_domain *dom, char **names)
+static void mrl_locate_rails(struct mrl_domain *dom, char **names)
 {
 	char busid[MRL_TOPO_BUSID_LEN];
 	int i;
@@ -220,14 +220,14 @@ int mrl_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 
 		dom->nrails = i + 1;
 		mrl_rail_core_name(names[i], core, sizeof(core));
-		ret = open_rail(dom, i, core);
+		ret = mrl_domain_open_rail(dom, i, core);
 		if (ret)
 			goto err;
 	}
-	locate_rails(dom, names);
+	mrl_locate_rails(dom, names);
 	mrl_free_names(names);
 	names = NULL;
-	domain_attrs(dom);
+	mrl_domain_attrs(dom);
 
 	dom->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom->domain_fid.fid.context = context;
@@ -240,7 +240,7 @@ int mrl_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	return 0;
 err:
 	mrl_free_names(names);
-	close_rails(dom);
+	mrl_domain_close_rails(dom);
 	fi_freeinfo(dom->info);
 	pthread_mutex_destroy(&dom->lock);
 	free(dom);

@@ -10,14 +10,14 @@
 #include "mrl.h"
 #include "rdma/fi_ext_multirail.h"
 
-static struct mrl_ep *to_ep(struct fid *fid)
+static struct mrl_ep *mrl_ep_of_fid(struct fid *fid)
 {
 	return mrl_container_of(fid, struct mrl_ep, ep_fid.fid);
 }
 
 /* ---- bind ----------------------------------------------------------------- */
 
-static int bind_av(struct mrl_ep *ep, struct mrl_av *av)
+static int mrl_bind_av(struct mrl_ep *ep, struct mrl_av *av)
 {
 	int r, ret;
 
@@ -43,14 +43,14 @@ static int bind_av(struct mrl_ep *ep, struct mrl_av *av)
 }
 
 /* What an RMA op's completion is: see mrl_rma_done. */
-static void note_rma_completion(struct mrl_ep *ep)
+static void mrl_note_rma_completion(struct mrl_ep *ep)
 {
 	ep->rma_cq_only = ep->tx_cq &&
 			  !(ep->tx_cq_flags & FI_SELECTIVE_COMPLETION) &&
 			  !ep->cntr_write && !ep->cntr_read;
 }
 
-static int bind_cq(struct mrl_ep *ep, struct mrl_cq *cq, uint64_t flags)
+static int mrl_bind_cq(struct mrl_ep *ep, struct mrl_cq *cq, uint64_t flags)
 {
 	int ret;
 
@@ -70,11 +70,11 @@ static int bind_cq(struct mrl_ep *ep, struct mrl_cq *cq, uint64_t flags)
 		ep->rx_cq = cq;
 		ep->rx_cq_flags = flags;
 	}
-	note_rma_completion(ep);
+	mrl_note_rma_completion(ep);
 	return 0;
 }
 
-static int bind_remote_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr,
+static int mrl_bind_remote_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr,
 			    uint64_t flags)
 {
 	int r, ret;
@@ -103,7 +103,7 @@ static int bind_remote_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr,
 	return 0;
 }
 
-static int bind_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr, uint64_t flags)
+static int mrl_bind_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr, uint64_t flags)
 {
 	int ret = mrl_cntr_attach(cntr, ep);
 
@@ -113,7 +113,7 @@ static int bind_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr, uint64_t flags)
 		ep->cntr_write = cntr;
 	if (flags & FI_READ)
 		ep->cntr_read = cntr;
-	note_rma_completion(ep);
+	mrl_note_rma_completion(ep);
 	if (flags & FI_SEND)
 		ep->cntr_send = cntr;
 	if (flags & FI_RECV)
@@ -123,27 +123,27 @@ static int bind_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr, uint64_t flags)
 	if (flags & FI_REMOTE_READ)
 		ep->cntr_rread = cntr;
 	if (flags & (FI_REMOTE_WRITE | FI_REMOTE_READ))
-		return bind_remote_cntr(ep, cntr, flags);
+		return mrl_bind_remote_cntr(ep, cntr, flags);
 	return 0;
 }
 
 static int mrl_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
-	struct mrl_ep *ep = to_ep(fid);
+	struct mrl_ep *ep = mrl_ep_of_fid(fid);
 	int ret;
 
 	mrl_ep_lock(ep);
 	switch (bfid->fclass) {
 	case FI_CLASS_AV:
-		ret = bind_av(ep, mrl_container_of(bfid, struct mrl_av,
+		ret = mrl_bind_av(ep, mrl_container_of(bfid, struct mrl_av,
 						   av_fid.fid));
 		break;
 	case FI_CLASS_CQ:
-		ret = bind_cq(ep, mrl_container_of(bfid, struct mrl_cq,
+		ret = mrl_bind_cq(ep, mrl_container_of(bfid, struct mrl_cq,
 						   cq_fid.fid), flags);
 		break;
 	case FI_CLASS_CNTR:
-		ret = bind_cntr(ep, mrl_container_of(bfid, struct mrl_cntr,
+		ret = mrl_bind_cntr(ep, mrl_container_of(bfid, struct mrl_cntr,
 						     cntr_fid.fid), flags);
 		break;
 	case FI_CLASS_EQ:
@@ -160,7 +160,7 @@ static int mrl_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 
 /* ---- enable / name --------------------------------------------------------- */
 
-static int build_name(struct mrl_ep *ep)
+static int mrl_build_name(struct mrl_ep *ep)
 {
 	int naddrs = mrl_ep_ncore(ep), r, ret;
 	bool string = ep->domain->rails[0].info->addr_format == FI_ADDR_STR;
@@ -213,7 +213,7 @@ static int build_name(struct mrl_ep *ep)
  * once posted they belong to the core until its endpoints close, so the
  * endpoint can then only be closed.
  */
-static int enable(struct mrl_ep *ep)
+static int mrl_enable(struct mrl_ep *ep)
 {
 	int r, ret;
 
@@ -251,7 +251,7 @@ static int enable(struct mrl_ep *ep)
 		}
 		ep->ctrl_ep_enabled = true;
 	}
-	ret = build_name(ep);
+	ret = mrl_build_name(ep);
 	if (ret)
 		return ret;
 	ret = mrl_rma_init(ep);
@@ -278,14 +278,14 @@ static int enable(struct mrl_ep *ep)
 
 static int mrl_ep_control(struct fid *fid, int command, void *arg)
 {
-	struct mrl_ep *ep = to_ep(fid);
+	struct mrl_ep *ep = mrl_ep_of_fid(fid);
 	uint64_t *flags = arg;
 	int ret = 0;
 
 	mrl_ep_lock(ep);
 	switch (command) {
 	case FI_ENABLE:
-		ret = enable(ep);
+		ret = mrl_enable(ep);
 		break;
 	case FI_GETOPSFLAG:
 		if (*flags & FI_TRANSMIT)
@@ -315,7 +315,7 @@ static int mrl_ep_control(struct fid *fid, int command, void *arg)
  * one), marked partial: a peer that inserts it reaches rail 0 at once and
  * learns the other rails from our HELLO_ACK.
  */
-static size_t compact_name(const struct mrl_ep *ep, void *addr, size_t have)
+static size_t mrl_compact_name(const struct mrl_ep *ep, void *addr, size_t have)
 {
 	const struct mrl_addr_hdr *full = ep->name;
 	const void *ctrl = mrl_addr_ctrl(full);
@@ -344,13 +344,13 @@ static size_t compact_name(const struct mrl_ep *ep, void *addr, size_t have)
  */
 static int mrl_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
-	struct mrl_ep *ep = to_ep(fid);
+	struct mrl_ep *ep = mrl_ep_of_fid(fid);
 	size_t have = *addrlen, len;
 	int ret = 0;
 
 	mrl_ep_lock(ep);
 	if (!ep->name)
-		ret = build_name(ep);
+		ret = mrl_build_name(ep);
 	if (ret)
 		goto out;
 	if (have >= ep->namelen) {
@@ -358,7 +358,7 @@ static int mrl_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 		*addrlen = ep->namelen;
 		goto out;
 	}
-	len = compact_name(ep, addr, have);
+	len = mrl_compact_name(ep, addr, have);
 	if (have < len) {
 		*addrlen = ep->namelen;
 		ret = -FI_ETOOSMALL;
@@ -393,7 +393,7 @@ static struct fi_ops_cm mrl_cm_ops = {
 
 static ssize_t mrl_ep_cancel(fid_t fid, void *context)
 {
-	struct mrl_ep *ep = to_ep(fid);
+	struct mrl_ep *ep = mrl_ep_of_fid(fid);
 	ssize_t ret = -FI_ENOENT;
 	size_t i;
 
@@ -425,7 +425,7 @@ static struct fi_ops_ep mrl_ep_base_ops = {
 /* ---- open / close ---------------------------------------------------------- */
 
 /* Keep what this endpoint's core counters counted, then close them. */
-static void drop_remote_cntrs(struct mrl_ep *ep)
+static void mrl_drop_remote_cntrs(struct mrl_ep *ep)
 {
 	struct mrl_cntr *cntr = ep->cntr_rwrite ? ep->cntr_rwrite :
 				ep->cntr_rread;
@@ -449,7 +449,7 @@ static void drop_remote_cntrs(struct mrl_ep *ep)
 	}
 }
 
-static void close_rails(struct mrl_ep *ep)
+static void mrl_ep_close_rails(struct mrl_ep *ep)
 {
 	int r;
 
@@ -469,7 +469,7 @@ static void close_rails(struct mrl_ep *ep)
  * that never had one closes (rxm_freeall_conns).  An endpoint closed before the user
  * bound an AV gives its core endpoints a spare, empty one first.
  */
-static void give_core_avs(struct mrl_ep *ep, struct fid_av **spare)
+static void mrl_give_core_avs(struct mrl_ep *ep, struct fid_av **spare)
 {
 	struct fi_av_attr attr = { .type = FI_AV_TABLE };
 	int r;
@@ -489,7 +489,7 @@ static void give_core_avs(struct mrl_ep *ep, struct fid_av **spare)
 		fi_ep_bind(ep->ctrl_ep, &spare[0]->fid, 0);
 }
 
-static int ext_rail_stats(struct fid_ep *ep_fid, int rail,
+static int mrl_ext_rail_stats(struct fid_ep *ep_fid, int rail,
 			  struct fi_multirail_rail_stats *stats);
 
 /*
@@ -505,7 +505,7 @@ static void mrl_ep_log_rails(struct mrl_ep *ep)
 					    FI_LOG_EP_CTRL))
 		return;
 	for (i = 0; i < ep->nrails; i++) {
-		if (ext_rail_stats(&ep->ep_fid, i, &st))
+		if (mrl_ext_rail_stats(&ep->ep_fid, i, &st))
 			continue;
 		MRL_INFO(FI_LOG_EP_CTRL, "rail %d (%s): %lu RMA chunks, %lu "
 			 "bytes posted, %lu completed, %lu errors\n", i,
@@ -518,7 +518,7 @@ static void mrl_ep_log_rails(struct mrl_ep *ep)
 
 static int mrl_ep_close(struct fid *fid)
 {
-	struct mrl_ep *ep = to_ep(fid);
+	struct mrl_ep *ep = mrl_ep_of_fid(fid);
 	struct mrl_cntr *cntrs[6] = { ep->cntr_write, ep->cntr_read,
 				      ep->cntr_send, ep->cntr_recv,
 				      ep->cntr_rwrite, ep->cntr_rread };
@@ -548,7 +548,7 @@ static int mrl_ep_close(struct fid *fid)
 
 	/* Core endpoints first: they may still hold our buffers. */
 	if (!ep->av)
-		give_core_avs(ep, spare_avs);
+		mrl_give_core_avs(ep, spare_avs);
 	if (ep->ctrl_ep)
 		fi_close(&ep->ctrl_ep->fid);
 	ep->ctrl_ep = NULL;
@@ -561,11 +561,11 @@ static int mrl_ep_close(struct fid *fid)
 			fi_close(&spare_avs[i]->fid);
 	}
 	mrl_ep_lock(ep);
-	drop_remote_cntrs(ep);
+	mrl_drop_remote_cntrs(ep);
 	mrl_ctrl_forget_sends(ep);
 	mrl_unlock(ep->domain);
 	mrl_ctrl_fini(ep);
-	close_rails(ep);
+	mrl_ep_close_rails(ep);
 	mrl_rma_fini(ep);
 	mrl_msg_fini(ep);
 	free(ep->name);
@@ -575,12 +575,12 @@ static int mrl_ep_close(struct fid *fid)
 	return 0;
 }
 
-static int ext_rail_count(struct fid_ep *ep_fid)
+static int mrl_ext_rail_count(struct fid_ep *ep_fid)
 {
 	return mrl_container_of(ep_fid, struct mrl_ep, ep_fid)->nrails;
 }
 
-static int ext_rail_stats(struct fid_ep *ep_fid, int rail,
+static int mrl_ext_rail_stats(struct fid_ep *ep_fid, int rail,
 			  struct fi_multirail_rail_stats *stats)
 {
 	struct mrl_ep *ep = mrl_container_of(ep_fid, struct mrl_ep, ep_fid);
@@ -612,11 +612,11 @@ static int ext_rail_stats(struct fid_ep *ep_fid, int rail,
 }
 
 /* The v2 statistics: the v3 structure's beginning. */
-static int ext_rail_stats_v2(struct fid_ep *ep_fid, int rail,
+static int mrl_ext_rail_stats_v2(struct fid_ep *ep_fid, int rail,
 			     struct fi_multirail_rail_stats *stats)
 {
 	struct fi_multirail_rail_stats all;
-	int ret = ext_rail_stats(ep_fid, rail, &all);
+	int ret = mrl_ext_rail_stats(ep_fid, rail, &all);
 
 	if (!ret)
 		memcpy(stats, &all, offsetof(struct fi_multirail_rail_stats,
@@ -625,7 +625,7 @@ static int ext_rail_stats_v2(struct fid_ep *ep_fid, int rail,
 }
 
 /* The first size bytes of the endpoint's counts (fields only added). */
-static int ext_ep_stats(struct fid_ep *ep_fid,
+static int mrl_ext_ep_stats(struct fid_ep *ep_fid,
 			struct fi_multirail_ep_stats *stats, size_t size)
 {
 	struct mrl_ep *ep = mrl_container_of(ep_fid, struct mrl_ep, ep_fid);
@@ -645,16 +645,16 @@ static int ext_ep_stats(struct fid_ep *ep_fid,
 
 static struct fi_multirail_ep_ops mrl_ext_ops = {
 	.size = sizeof(struct fi_multirail_ep_ops),
-	.rail_count = ext_rail_count,
-	.rail_stats = ext_rail_stats,
-	.ep_stats = ext_ep_stats,
+	.rail_count = mrl_ext_rail_count,
+	.rail_stats = mrl_ext_rail_stats,
+	.ep_stats = mrl_ext_ep_stats,
 };
 
 static struct fi_multirail_ep_ops mrl_ext_ops_v2 = {
 	.size = sizeof(struct fi_multirail_ep_ops),
-	.rail_count = ext_rail_count,
-	.rail_stats = ext_rail_stats_v2,
-	.ep_stats = ext_ep_stats,
+	.rail_count = mrl_ext_rail_count,
+	.rail_stats = mrl_ext_rail_stats_v2,
+	.ep_stats = mrl_ext_ep_stats,
 };
 
 static int mrl_ep_ops_open(struct fid *fid, const char *name, uint64_t flags,
@@ -679,7 +679,7 @@ static struct fi_ops mrl_ep_fi_ops = {
 	.ops_open = mrl_ep_ops_open,
 };
 
-static int open_rail(struct mrl_ep *ep, int r)
+static int mrl_ep_open_rail(struct mrl_ep *ep, int r)
 {
 	struct mrl_domain *dom = ep->domain;
 	const struct mrl_addr_hdr *src = ep->info->src_addr;
@@ -721,7 +721,7 @@ static int open_rail(struct mrl_ep *ep, int r)
  * follows the rails' in ours (MRL_ADDR_CTRL).  It binds where rail 0's
  * domain says, never to the user's well-known source.
  */
-static int open_ctrl_ep(struct mrl_ep *ep)
+static int mrl_open_ctrl_ep(struct mrl_ep *ep)
 {
 	struct mrl_rail *rail0 = &ep->domain->rails[0];
 	int ret;
@@ -738,7 +738,7 @@ static int open_ctrl_ep(struct mrl_ep *ep)
 }
 
 /* The most iovs an op may carry: ours, the core's, and what info says. */
-static size_t iov_limit(size_t asked, size_t core)
+static size_t mrl_iov_limit(size_t asked, size_t core)
 {
 	size_t n = core && core < MRL_IOV_LIMIT ? core : MRL_IOV_LIMIT;
 
@@ -749,7 +749,7 @@ static size_t iov_limit(size_t asked, size_t core)
  * A transmit takes MRL_SG_IOV_MAX iovs: RMA cuts them into pieces
  * (mrl_rma.c), a send of more than the core takes goes from a copy.
  */
-static size_t tx_iov_limit(size_t asked)
+static size_t mrl_tx_iov_limit(size_t asked)
 {
 	return asked && asked < MRL_SG_IOV_MAX ? asked : MRL_SG_IOV_MAX;
 }
@@ -782,20 +782,20 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->enter_slow = dom->locking;
 	mrl_rma_tx_flags_set(ep, info->tx_attr ? info->tx_attr->op_flags : 0);
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
-	ep->tx_iov_limit = tx_iov_limit(info->tx_attr ?
+	ep->tx_iov_limit = mrl_tx_iov_limit(info->tx_attr ?
 					info->tx_attr->iov_limit : 0);
-	ep->msg_iov_limit = iov_limit(0,
+	ep->msg_iov_limit = mrl_iov_limit(0,
 				      dom->rails[0].info->tx_attr->iov_limit);
-	ep->rx_iov_limit = iov_limit(info->rx_attr ?
+	ep->rx_iov_limit = mrl_iov_limit(info->rx_attr ?
 				     info->rx_attr->iov_limit : 0,
 				     dom->rails[0].info->rx_attr->iov_limit);
 	for (r = 0; r < ep->nrails; r++) {
-		ret = open_rail(ep, r);
+		ret = mrl_ep_open_rail(ep, r);
 		if (ret)
 			goto err;
 	}
 	if (dom->ctrl_own_ep) {
-		ret = open_ctrl_ep(ep);
+		ret = mrl_open_ctrl_ep(ep);
 		if (ret)
 			goto err;
 	}
@@ -819,7 +819,7 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	*ep_out = &ep->ep_fid;
 	return 0;
 err:
-	close_rails(ep);
+	mrl_ep_close_rails(ep);
 	mrl_msg_fini(ep);
 	fi_freeinfo(ep->info);
 	free(ep);

@@ -58,9 +58,9 @@ _Static_assert((int) MRL_OPT_CUDA_API_PERMITTED ==
 /* The largest value of an option saved to be set back (a size_t, a bool). */
 #define OPT_SAVE_MAX	16
 
-enum opt_scope { OPT_EVERY_RAIL, OPT_RAIL0, OPT_STRIPING_BREAKS };
+enum mrl_opt_scope { OPT_EVERY_RAIL, OPT_RAIL0, OPT_STRIPING_BREAKS };
 
-static enum opt_scope opt_scope(const struct mrl_ep *ep, int name,
+static enum mrl_opt_scope mrl_opt_scope(const struct mrl_ep *ep, int name,
 				const void *val, size_t len)
 {
 	switch (name) {
@@ -91,7 +91,7 @@ static enum opt_scope opt_scope(const struct mrl_ep *ep, int name,
  * the core has no FI_TAGGED, else tagged, as on every rail): a size limit
  * the user sets on those sends must leave room for them.
  */
-static size_t ctrl_floor(const struct mrl_ep *ep, int name)
+static size_t mrl_ctrl_floor(const struct mrl_ep *ep, int name)
 {
 	int ctrl_sends = ep->ctrl_ep ? MRL_OPT_MAX_MSG_SIZE :
 				       MRL_OPT_MAX_TAGGED_SIZE;
@@ -99,10 +99,10 @@ static size_t ctrl_floor(const struct mrl_ep *ep, int name)
 	return name == ctrl_sends ? MRL_CTRL_BUF_SIZE : 0;
 }
 
-static int set_rail0(struct mrl_ep *ep, int name, const void *val,
+static int mrl_set_rail0(struct mrl_ep *ep, int name, const void *val,
 		     size_t len)
 {
-	size_t floor = ctrl_floor(ep, name), raised;
+	size_t floor = mrl_ctrl_floor(ep, name), raised;
 
 	if (floor && len == sizeof(size_t) && *(const size_t *) val < floor) {
 		raised = floor;
@@ -121,7 +121,7 @@ static int set_rail0(struct mrl_ep *ep, int name, const void *val,
  * one refuses, those before it get their former value back, so the rails
  * never disagree on what the user was told failed.
  */
-static int set_every_rail(struct mrl_ep *ep, int name, const void *val,
+static int mrl_set_every_rail(struct mrl_ep *ep, int name, const void *val,
 			  size_t len)
 {
 	uint8_t old[MRL_MAX_RAILS + 1][OPT_SAVE_MAX];
@@ -169,9 +169,9 @@ int mrl_ep_setopt(fid_t fid, int level, int name, const void *val,
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
 	mrl_ep_lock(ep);
-	switch (opt_scope(ep, name, val, len)) {
+	switch (mrl_opt_scope(ep, name, val, len)) {
 	case OPT_RAIL0:
-		ret = set_rail0(ep, name, val, len);
+		ret = mrl_set_rail0(ep, name, val, len);
 		break;
 	case OPT_STRIPING_BREAKS:
 		MRL_WARN_ONCE(FI_LOG_EP_CTRL, "FI_OPT_EFA_WRITE_IN_ORDER_"
@@ -180,7 +180,7 @@ int mrl_ep_setopt(fid_t fid, int level, int name, const void *val,
 		ret = -FI_EOPNOTSUPP;
 		break;
 	default:
-		ret = set_every_rail(ep, name, val, len);
+		ret = mrl_set_every_rail(ep, name, val, len);
 		break;
 	}
 	mrl_unlock(ep->domain);
@@ -188,9 +188,9 @@ int mrl_ep_setopt(fid_t fid, int level, int name, const void *val,
 }
 
 /* A bool option's value for the endpoint from every rail's, by its kind. */
-enum bool_kind { NOT_BOOL, PROMISE, PERMISSION };
+enum mrl_bool_kind { NOT_BOOL, PROMISE, PERMISSION };
 
-static enum bool_kind bool_kind(int name)
+static enum mrl_bool_kind mrl_bool_kind(int name)
 {
 	switch (name) {
 	case MRL_OPT_EFA_USE_DEVICE_RDMA:
@@ -207,9 +207,9 @@ static enum bool_kind bool_kind(int name)
 	}
 }
 
-static int get_combined(struct mrl_ep *ep, int name, bool *val)
+static int mrl_get_combined(struct mrl_ep *ep, int name, bool *val)
 {
-	bool promise = bool_kind(name) == PROMISE, one;
+	bool promise = mrl_bool_kind(name) == PROMISE, one;
 	size_t len;
 	int i, ret;
 
@@ -233,9 +233,9 @@ int mrl_ep_getopt(fid_t fid, int level, int name, void *val, size_t *len)
 		return -FI_ENOPROTOOPT;
 	mrl_ep_lock(ep);
 	ret = fi_getopt(&ep->rails[0].ep->fid, level, name, val, len);
-	if (!ret && *len == sizeof(bool) && bool_kind(name) != NOT_BOOL &&
-	    opt_scope(ep, name, NULL, 0) == OPT_EVERY_RAIL)
-		ret = get_combined(ep, name, val);
+	if (!ret && *len == sizeof(bool) && mrl_bool_kind(name) != NOT_BOOL &&
+	    mrl_opt_scope(ep, name, NULL, 0) == OPT_EVERY_RAIL)
+		ret = mrl_get_combined(ep, name, val);
 	if (!ret && name == MRL_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES &&
 	    *len == sizeof(bool) && ep->nrails > 1)
 		*(bool *) val = false;

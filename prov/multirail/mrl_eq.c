@@ -28,7 +28,7 @@ struct mrl_eq_impl {
 	size_t head, count;
 };
 
-static struct mrl_eq_impl *to_impl(struct fid_eq *eq)
+static struct mrl_eq_impl *mrl_to_impl(struct fid_eq *eq)
 {
 	return mrl_container_of(eq, struct mrl_eq_impl, eq.eq_fid);
 }
@@ -36,7 +36,7 @@ static struct mrl_eq_impl *to_impl(struct fid_eq *eq)
 static ssize_t mrl_eq_read(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 			   size_t len, uint64_t flags)
 {
-	struct mrl_eq_impl *eq = to_impl(eq_fid);
+	struct mrl_eq_impl *eq = mrl_to_impl(eq_fid);
 	struct mrl_eq_event *ev;
 	ssize_t ret;
 
@@ -71,7 +71,7 @@ static ssize_t mrl_eq_readerr(struct fid_eq *eq, struct fi_eq_err_entry *buf,
 static ssize_t mrl_eq_write(struct fid_eq *eq_fid, uint32_t event,
 			    const void *buf, size_t len, uint64_t flags)
 {
-	struct mrl_eq_impl *eq = to_impl(eq_fid);
+	struct mrl_eq_impl *eq = mrl_to_impl(eq_fid);
 	struct mrl_eq_event *ev;
 
 	if (len > sizeof(ev->entry))
@@ -94,7 +94,7 @@ static ssize_t mrl_eq_write(struct fid_eq *eq_fid, uint32_t event,
 static ssize_t mrl_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 			    size_t len, int timeout, uint64_t flags)
 {
-	struct mrl_eq_impl *eq = to_impl(eq_fid);
+	struct mrl_eq_impl *eq = mrl_to_impl(eq_fid);
 	struct timespec end;
 	int ret = 0;
 
@@ -130,7 +130,7 @@ static const char *mrl_eq_strerror(struct fid_eq *eq, int prov_errno,
 
 static int mrl_eq_close(struct fid *fid)
 {
-	struct mrl_eq_impl *eq = to_impl(mrl_container_of(fid, struct fid_eq,
+	struct mrl_eq_impl *eq = mrl_to_impl(mrl_container_of(fid, struct fid_eq,
 							  fid));
 
 	pthread_cond_destroy(&eq->written);

@@ -38,13 +38,8 @@
 
 #include "mrl.h"
 
-static uint32_t bit(int rail)
-{
-	return 1u << rail;
-}
-
 /* A peer's fence requests, one per rail, come with its first fence. */
-static struct mrl_fence *fence_req(struct mrl_ep *ep, struct mrl_peer *peer,
+static struct mrl_fence *mrl_fence_req(struct mrl_ep *ep, struct mrl_peer *peer,
 				   int rail)
 {
 	if (!peer->fence.req)
@@ -52,10 +47,10 @@ static struct mrl_fence *fence_req(struct mrl_ep *ep, struct mrl_peer *peer,
 	return peer->fence.req ? &peer->fence.req[rail] : NULL;
 }
 
-static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+static int mrl_post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
 	struct mrl_peer_fence *f = &peer->fence;
-	struct mrl_fence *req = fence_req(ep, peer, rail);
+	struct mrl_fence *req = mrl_fence_req(ep, peer, rail);
 	struct fi_rma_iov rma = { .addr = peer->rail[rail].fence_addr,
 				  .len = 0, .key = peer->rail[rail].fence_key };
 	struct fi_msg_rma msg = {
@@ -78,9 +73,9 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 	if (!ret) {
 		mrl_side_posted(ep, rail);
 		ep->rails[rail].fences++;
-		f->dirty &= ~bit(rail);
-		f->inflight |= bit(rail);
-		if (f->suspect & bit(rail))	/* its deadline starts now */
+		f->dirty &= ~mrl_rail_bit(rail);
+		f->inflight |= mrl_rail_bit(rail);
+		if (f->suspect & mrl_rail_bit(rail))	/* its deadline starts now */
 			f->suspect_since_ns = ep->now_ns;
 		mrl_health_posted(peer, rail);
 	} else if (ret == -FI_EAGAIN) {
@@ -88,13 +83,13 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		 * deadline, as for chunks; a suspect one is lost then */
 		mrl_health_refused(ep, peer, rail);
 	} else if ((mrl_health_post_failed(ep, peer, rail, (int) ret) ||
-		    (f->suspect & bit(rail))) && !ep->domain->acked_writes) {
+		    (f->suspect & mrl_rail_bit(rail))) && !ep->domain->acked_writes) {
 		mrl_fence_lost(peer, rail);
 	} else {
 		/* the core cannot flush: the send goes on unordered */
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: fence write: %s\n",
 			      rail, fi_strerror((int) -ret));
-		f->dirty &= ~bit(rail);
+		f->dirty &= ~mrl_rail_bit(rail);
 	}
 	return (int) ret;
 }
@@ -107,7 +102,7 @@ static int post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 void mrl_fence_lost(struct mrl_peer *peer, int rail)
 {
 	struct mrl_peer_fence *f = &peer->fence;
-	uint32_t b = bit(rail);
+	uint32_t b = mrl_rail_bit(rail);
 
 	if (f->lost & b)
 		return;
@@ -129,7 +124,7 @@ void mrl_fence_lost(struct mrl_peer *peer, int rail)
 void mrl_fence_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
 	struct mrl_peer_fence *f = &peer->fence;
-	uint32_t b = bit(rail);
+	uint32_t b = mrl_rail_bit(rail);
 
 	if (ep->domain->acked_writes) {
 		f->abandoned |= f->inflight & b;
@@ -191,8 +186,8 @@ int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer)
 	if (f->owner != ep || !(f->dirty | f->inflight | f->lost))
 		return 0;
 	for (rail = 1; !f->lost && rail < ep->nrails; rail++) {
-		if ((f->dirty & bit(rail)) && !(f->inflight & bit(rail)))
-			post_fence(ep, peer, rail);
+		if ((f->dirty & mrl_rail_bit(rail)) && !(f->inflight & mrl_rail_bit(rail)))
+			mrl_post_fence(ep, peer, rail);
 	}
 	if (f->suspect && !f->lost)
 		mrl_fence_suspects_due(ep, peer);
@@ -204,7 +199,7 @@ int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer)
 void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err)
 {
 	struct mrl_peer_fence *f = &fence->peer->fence;
-	uint32_t b = bit(fence->rail);
+	uint32_t b = mrl_rail_bit(fence->rail);
 
 	f->inflight &= ~b;
 	ep->rails[fence->rail].fences--;

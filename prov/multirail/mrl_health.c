@@ -4,13 +4,13 @@
  *
  * A rail is taken out of service for one peer (peer->rails_down) when
  *   - the core completes a chunk to that peer with an error that is the
- *     path's (rail_error), or
+ *     path's (mrl_rail_error), or
  *   - the rail holds chunks or fences and completes none for the
  *     deadline (FI_MULTIRAIL_RAIL_TIMEOUT_MS), or
  *   - the core refuses every post to the peer on the rail (-FI_EAGAIN)
  *     for the deadline.
  * Until the peer answers, the deadline is FI_MULTIRAIL_CONNECT_TIMEOUT_MS
- * (past_deadline).
+ * (mrl_past_deadline).
  * Per peer, because a peer that dies fails on every rail while the others
  * keep theirs.  The peer's ops lose the rail from their masks, so the
  * engine posts their failed chunks on the rails left and copies the stuck
@@ -32,20 +32,7 @@
 
 #define MRL_PROBE_MAX_SHIFT	5
 
-static uint32_t bit(int rail)
-{
-	return 1u << rail;
-}
-
-static uint64_t clock_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static uint64_t ms_ns(int ms)
+static uint64_t mrl_ms_ns(int ms)
 {
 	return (uint64_t) ms * 1000000ull;
 }
@@ -55,7 +42,7 @@ static uint64_t ms_ns(int ms)
  * to those of the op itself (a bad key, a short buffer), which another
  * rail would only repeat, and to cancellation at close.
  */
-static bool rail_error(int err)
+static bool mrl_rail_error(int err)
 {
 	switch (err) {
 	case -FI_EACCES:
@@ -75,12 +62,12 @@ static bool rail_error(int err)
 	}
 }
 
-static const char *rail_name(struct mrl_ep *ep, int rail)
+static const char *mrl_rail_name(struct mrl_ep *ep, int rail)
 {
 	return ep->domain->rails[rail].info->domain_attr->name;
 }
 
-static struct mrl_peer_health *health_of(struct mrl_ep *ep,
+static struct mrl_peer_health *mrl_health_of(struct mrl_ep *ep,
 					 struct mrl_peer *peer)
 {
 	if (!peer->health) {
@@ -99,7 +86,7 @@ struct narrow_arg {
 };
 
 /* An op left with no rail fails, unless it can wait for keys (parked). */
-static void narrow_op(struct mrl_op *op, void *arg)
+static void mrl_narrow_op(struct mrl_op *op, void *arg)
 {
 	const struct narrow_arg *n = arg;
 
@@ -110,12 +97,12 @@ static void narrow_op(struct mrl_op *op, void *arg)
 		mrl_rma_park(n->ep, op);
 }
 
-static uint32_t all_rails(const struct mrl_peer *peer)
+static uint32_t mrl_all_rails(const struct mrl_peer *peer)
 {
-	return peer->nrails >= 32 ? ~0u : bit(peer->nrails) - 1;
+	return mrl_rail_mask(peer->nrails);
 }
 
-static bool op_unreachable(const struct mrl_op *op, void *arg)
+static bool mrl_op_unreachable(const struct mrl_op *op, void *arg)
 {
 	(void) arg;
 	return mrl_peer_unreachable(op->peer);
@@ -125,43 +112,43 @@ static bool op_unreachable(const struct mrl_op *op, void *arg)
 void mrl_health_fail_unreachable(struct mrl_ep *ep)
 {
 	ep->unreachable_due = false;
-	mrl_engine_fail_ops(&ep->engine, op_unreachable, NULL,
+	mrl_engine_fail_ops(&ep->engine, mrl_op_unreachable, NULL,
 			    -FI_EHOSTUNREACH);
 }
 
-static uint64_t backoff_ns(const struct mrl_peer_health *h, int rail)
+static uint64_t mrl_backoff_ns(const struct mrl_peer_health *h, int rail)
 {
-	return ms_ns(mrl_params.probe_ms) << h->probe_shift[rail];
+	return mrl_ms_ns(mrl_params.probe_ms) << h->probe_shift[rail];
 }
 
 /* Take rail out of service for peer; what was there goes elsewhere. */
-static void rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
+static void mrl_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 		      const char *why)
 {
-	struct narrow_arg n = { ep, peer, ~bit(rail) };
-	struct mrl_peer_health *h = health_of(ep, peer);
-	uint32_t all = all_rails(peer);
+	struct narrow_arg n = { ep, peer, ~mrl_rail_bit(rail) };
+	struct mrl_peer_health *h = mrl_health_of(ep, peer);
+	uint32_t all = mrl_all_rails(peer);
 	/* the endpoint that probes the peer keeps the counts */
 	struct mrl_ep *owner = h ? h->ep : ep;
 
-	if (peer->rails_down & bit(rail))
+	if (peer->rails_down & mrl_rail_bit(rail))
 		return;
 	if (!peer->rails_down)
 		owner->sick_peers++;
-	peer->rails_down |= bit(rail);
+	peer->rails_down |= mrl_rail_bit(rail);
 	mrl_fence_rail_down(ep, peer, rail);	/* what it may have lost */
 	owner->rails[rail].downs++;
 	owner->rails[rail].peers_down++;
 	if (h) {
 		h->probe_shift[rail] = 0;
-		h->probe_at_ns[rail] = ep->now_ns + backoff_ns(h, rail);
+		h->probe_at_ns[rail] = ep->now_ns + mrl_backoff_ns(h, rail);
 	}
-	mrl_engine_for_each_op(&ep->engine, narrow_op, &n);
+	mrl_engine_for_each_op(&ep->engine, mrl_narrow_op, &n);
 
 	if ((peer->rails_down & all) == all) {
 		MRL_WARN(FI_LOG_EP_DATA, "rail %d (%s): %s; the peer has no "
 			 "rail left: its operations fail until a probe "
-			 "answers\n", rail, rail_name(ep, rail), why);
+			 "answers\n", rail, mrl_rail_name(ep, rail), why);
 		/* a core may never give back what it holds for a dead peer:
 		 * its ops fail after this progress pass (we may be inside the
 		 * engine's own walk of them here) */
@@ -169,20 +156,20 @@ static void rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 	} else
 		MRL_INFO(FI_LOG_EP_DATA, "rail %d (%s): %s; out of service "
 			 "for this peer, its chunks go to rails 0x%x\n", rail,
-			 rail_name(ep, rail), why, all & ~peer->rails_down);
+			 mrl_rail_name(ep, rail), why, all & ~peer->rails_down);
 }
 
-static void rail_up(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+static void mrl_rail_up(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
-	if (!(peer->rails_down & bit(rail)))
+	if (!(peer->rails_down & mrl_rail_bit(rail)))
 		return;
-	peer->rails_down &= ~bit(rail);
+	peer->rails_down &= ~mrl_rail_bit(rail);
 	if (!peer->rails_down)
 		ep->sick_peers--;
 	ep->rails[rail].peers_down--;
 	ep->rails[rail].rejoins++;
 	MRL_INFO(FI_LOG_EP_DATA, "rail %d (%s): a probe answered; back in "
-		 "service for this peer\n", rail, rail_name(ep, rail));
+		 "service for this peer\n", rail, mrl_rail_name(ep, rail));
 }
 
 void mrl_health_chunk_failed(struct mrl_ep *ep, struct mrl_chunk *chunk,
@@ -190,11 +177,11 @@ void mrl_health_chunk_failed(struct mrl_ep *ep, struct mrl_chunk *chunk,
 {
 	char why[96];
 
-	if (!chunk->op || chunk->orphan || !rail_error(err))
+	if (!chunk->op || chunk->orphan || !mrl_rail_error(err))
 		return;
 	snprintf(why, sizeof(why), "the core failed a chunk: %s",
 		 fi_strerror(-err));
-	rail_down(ep, chunk->op->peer, chunk->rail, why);
+	mrl_rail_down(ep, chunk->op->peer, chunk->rail, why);
 }
 
 /*
@@ -207,11 +194,11 @@ bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
 {
 	char why[96];
 
-	if (!rail_error(err))
+	if (!mrl_rail_error(err))
 		return false;
 	snprintf(why, sizeof(why), "the core refused a post: %s",
 		 fi_strerror(-err));
-	rail_down(ep, peer, rail, why);
+	mrl_rail_down(ep, peer, rail, why);
 	return true;
 }
 
@@ -230,7 +217,7 @@ bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
  * completed anything needs no answer, whose ever it was (the fast path
  * records nothing per peer; a peer of one rail is asked nothing).
  */
-static bool answered(const struct mrl_ep *ep, const struct mrl_peer *peer,
+static bool mrl_answered(const struct mrl_ep *ep, const struct mrl_peer *peer,
 		     int rail)
 {
 	return peer->answered_ns || ep->engine.rail[rail].completions;
@@ -241,7 +228,7 @@ static bool answered(const struct mrl_ep *ep, const struct mrl_peer *peer,
  * past the deadline?  FI_MULTIRAIL_RAIL_TIMEOUT_MS=0 turns both off (only
  * the core's errors take a rail out), as its users were told.
  */
-static bool past_deadline(const struct mrl_ep *ep,
+static bool mrl_past_deadline(const struct mrl_ep *ep,
 			  const struct mrl_peer *peer, int rail,
 			  uint64_t stuck_ns)
 {
@@ -249,22 +236,22 @@ static bool past_deadline(const struct mrl_ep *ep,
 
 	if (!mrl_params.rail_timeout_ms)
 		return false;
-	if (!answered(ep, peer, rail))
+	if (!mrl_answered(ep, peer, rail))
 		return mrl_params.connect_timeout_ms &&
-		       stuck_ns > ms_ns(mrl_params.connect_timeout_ms);
+		       stuck_ns > mrl_ms_ns(mrl_params.connect_timeout_ms);
 	if (!ep->engine.rail[rail].completions) {
 		since_answer = ep->now_ns > peer->answered_ns ?
 			       ep->now_ns - peer->answered_ns : 0;
 		if (stuck_ns > since_answer)
 			stuck_ns = since_answer;
 	}
-	return stuck_ns > ms_ns(mrl_params.rail_timeout_ms);
+	return stuck_ns > mrl_ms_ns(mrl_params.rail_timeout_ms);
 }
 
 void mrl_health_answered(struct mrl_peer *peer)
 {
 	if (!peer->answered_ns)
-		peer->answered_ns = clock_ns();
+		peer->answered_ns = mrl_clock_ns();
 }
 
 /*
@@ -277,31 +264,31 @@ void mrl_health_answered(struct mrl_peer *peer)
  * was tried there (a rail left alone proves nothing).  Each rail is judged
  * by its own streak, so a rail that refused once and then carried nothing
  * is not taken out with one refusing now.  Until the peer answers, the
- * deadline is FI_MULTIRAIL_CONNECT_TIMEOUT_MS (past_deadline).
+ * deadline is FI_MULTIRAIL_CONNECT_TIMEOUT_MS (mrl_past_deadline).
  */
 void mrl_health_refused(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
-	bool late = !answered(ep, peer, rail);
+	bool late = !mrl_answered(ep, peer, rail);
 	uint32_t gap = (uint32_t) (late ? mrl_params.connect_timeout_ms :
 				   mrl_params.rail_timeout_ms);
 	uint32_t done = (uint32_t) ep->engine.rail[rail].completions;
 	uint32_t now_ms, streak_ms;
 
 	if (!ep->now_ns)
-		ep->now_ns = clock_ns();
+		ep->now_ns = mrl_clock_ns();
 	now_ms = (uint32_t) (ep->now_ns / 1000000);	/* differences wrap */
-	if (!(peer->refused_rails & bit(rail)) ||
+	if (!(peer->refused_rails & mrl_rail_bit(rail)) ||
 	    peer->rail[rail].refused.completions != done ||
 	    now_ms - peer->rail[rail].refused.last_ms > gap)
 		peer->rail[rail].refused.since_ms = now_ms;
 	peer->rail[rail].refused.last_ms = now_ms;
 	peer->rail[rail].refused.completions = done;
-	peer->refused_rails |= bit(rail);
+	peer->refused_rails |= mrl_rail_bit(rail);
 	streak_ms = now_ms - peer->rail[rail].refused.since_ms;
-	if (!past_deadline(ep, peer, rail, streak_ms * 1000000ull))
+	if (!mrl_past_deadline(ep, peer, rail, streak_ms * 1000000ull))
 		return;
-	peer->refused_rails &= ~bit(rail);
-	rail_down(ep, peer, rail, late ? "the peer has not answered within "
+	peer->refused_rails &= ~mrl_rail_bit(rail);
+	mrl_rail_down(ep, peer, rail, late ? "the peer has not answered within "
 		  "FI_MULTIRAIL_CONNECT_TIMEOUT_MS" : "the core refused every "
 		  "post for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS");
 }
@@ -328,29 +315,29 @@ struct stall {
 };
 
 /* Has peer been silent on the stalled rail past its deadline? */
-static bool stalled_for(const struct stall *s, const struct mrl_peer *peer)
+static bool mrl_stalled_for(const struct stall *s, const struct mrl_peer *peer)
 {
-	return !(peer->rails_down & bit(s->rail)) &&
-	       past_deadline(s->ep, peer, s->rail, s->quiet_ns);
+	return !(peer->rails_down & mrl_rail_bit(s->rail)) &&
+	       mrl_past_deadline(s->ep, peer, s->rail, s->quiet_ns);
 }
 
 /* A chunk stuck on a rail still in service for its peer. */
-static bool stuck_chunk(const struct mrl_chunk *chunk, void *arg)
+static bool mrl_stuck_chunk(const struct mrl_chunk *chunk, void *arg)
 {
-	return !chunk->orphan && stalled_for(arg, chunk->op->peer);
+	return !chunk->orphan && mrl_stalled_for(arg, chunk->op->peer);
 }
 
-/* rail_down's reason for a stall: what did not complete, by which rule */
-static void stall_down(const struct stall *s, struct mrl_peer *peer,
+/* mrl_rail_down's reason for a stall: what did not complete, by which rule */
+static void mrl_stall_down(const struct stall *s, struct mrl_peer *peer,
 		       const char *what)
 {
 	char why[128];
 
-	snprintf(why, sizeof(why), answered(s->ep, peer, s->rail) ?
+	snprintf(why, sizeof(why), mrl_answered(s->ep, peer, s->rail) ?
 		 "%s for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS" :
 		 "%s, and the peer has not answered, for longer than "
 		 "FI_MULTIRAIL_CONNECT_TIMEOUT_MS", what);
-	rail_down(s->ep, peer, s->rail, why);
+	mrl_rail_down(s->ep, peer, s->rail, why);
 }
 
 /*
@@ -360,7 +347,7 @@ static void stall_down(const struct stall *s, struct mrl_peer *peer,
  * (their bytes left), and a message that overtook them could tell the
  * target to read bytes not yet there.
  */
-static void fences_stuck(const struct stall *s)
+static void mrl_fences_stuck(const struct stall *s)
 {
 	struct mrl_av *av = s->ep->av;
 	struct mrl_peer *peer;
@@ -369,9 +356,9 @@ static void fences_stuck(const struct stall *s)
 	for (i = 0; av && i < av->nall; i++) {
 		peer = av->all[i];
 		if (peer->fence.owner == s->ep &&
-		    (peer->fence.inflight & bit(s->rail)) &&
-		    stalled_for(s, peer))
-			stall_down(s, peer, "a fence has not completed");
+		    (peer->fence.inflight & mrl_rail_bit(s->rail)) &&
+		    mrl_stalled_for(s, peer))
+			mrl_stall_down(s, peer, "a fence has not completed");
 	}
 }
 
@@ -381,7 +368,7 @@ static void fences_stuck(const struct stall *s)
  * the rail) would otherwise leave the rail in service, and every later
  * send to the peer waiting on it.
  */
-static void watch_rail(struct mrl_ep *ep, int rail)
+static void mrl_watch_rail(struct mrl_ep *ep, int rail)
 {
 	struct mrl_ep_rail *r = &ep->rails[rail];
 	const struct mrl_rail_credit *rc = &ep->engine.rail[rail];
@@ -399,20 +386,20 @@ static void watch_rail(struct mrl_ep *ep, int rail)
 		r->quiet_since_ns = ep->now_ns;
 		return;
 	}
-	if (ep->now_ns - r->watch_since_ns <= ms_ns(mrl_params.rail_timeout_ms))
+	if (ep->now_ns - r->watch_since_ns <= mrl_ms_ns(mrl_params.rail_timeout_ms))
 		return;
 	r->watch_since_ns = ep->now_ns;	/* once per deadline */
 	s.quiet_ns = ep->now_ns - r->quiet_since_ns;
 	/* one peer at a time: a peer left without rails loses its chunks */
-	while ((chunk = mrl_engine_find_chunk(&ep->engine, rail, stuck_chunk,
+	while ((chunk = mrl_engine_find_chunk(&ep->engine, rail, mrl_stuck_chunk,
 					      &s)))
-		stall_down(&s, chunk->op->peer, "no chunk completed");
+		mrl_stall_down(&s, chunk->op->peer, "no chunk completed");
 	if (r->fences)
-		fences_stuck(&s);
+		mrl_fences_stuck(&s);
 	mrl_engine_reissue(&ep->engine, rail);
 }
 
-static void post_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+static void mrl_post_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
 	struct mrl_peer_health *h = peer->health;
 	struct mrl_fence *req = &h->req[rail];
@@ -438,20 +425,20 @@ static void post_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		return;
 	}
 	mrl_side_posted(ep, rail);
-	h->probing |= bit(rail);
+	h->probing |= mrl_rail_bit(rail);
 	ep->rails[rail].probes++;
 }
 
-static void probe_peer(struct mrl_ep *ep, struct mrl_peer *peer)
+static void mrl_probe_peer(struct mrl_ep *ep, struct mrl_peer *peer)
 {
 	struct mrl_peer_health *h = peer->health;
 	uint32_t due = peer->rails_down & ~h->probing;
 	int r;
 
 	for (r = 0; due && r < ep->nrails; r++) {
-		if ((due & bit(r)) && h->target[r].set &&
+		if ((due & mrl_rail_bit(r)) && h->target[r].set &&
 		    ep->now_ns >= h->probe_at_ns[r])
-			post_probe(ep, peer, r);
+			mrl_post_probe(ep, peer, r);
 	}
 }
 
@@ -462,21 +449,21 @@ void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,
 	struct mrl_peer_health *h = peer->health;
 	int rail = probe->rail;
 
-	h->probing &= ~bit(rail);
+	h->probing &= ~mrl_rail_bit(rail);
 	if (!err) {
 		h->probe_shift[rail] = 0;
-		rail_up(ep, peer, rail);
+		mrl_rail_up(ep, peer, rail);
 		return;
 	}
 	if (h->probe_shift[rail] < MRL_PROBE_MAX_SHIFT)
 		h->probe_shift[rail]++;
-	h->probe_at_ns[rail] = ep->now_ns + backoff_ns(h, rail);
+	h->probe_at_ns[rail] = ep->now_ns + mrl_backoff_ns(h, rail);
 	MRL_DBG(FI_LOG_EP_DATA, "rail %d: probe failed (%s); next in %lu ms\n",
 		rail, fi_strerror(-err),
-		(unsigned long) (backoff_ns(h, rail) / 1000000));
+		(unsigned long) (mrl_backoff_ns(h, rail) / 1000000));
 }
 
-static void probe_all(struct mrl_ep *ep)
+static void mrl_probe_all(struct mrl_ep *ep)
 {
 	struct mrl_av *av = ep->av;
 	size_t i;
@@ -484,7 +471,7 @@ static void probe_all(struct mrl_ep *ep)
 	for (i = 0; av && i < av->nall; i++) {
 		if (av->all[i]->rails_down && av->all[i]->health &&
 		    av->all[i]->health->ep == ep)
-			probe_peer(ep, av->all[i]);
+			mrl_probe_peer(ep, av->all[i]);
 	}
 }
 
@@ -496,7 +483,7 @@ void mrl_health_tick(struct mrl_ep *ep)
 	int r;
 
 	ep->health_left = MRL_HEALTH_TICK;
-	ep->now_ns = clock_ns();
+	ep->now_ns = mrl_clock_ns();
 	if (mrl_params.rail_timeout_ms) {
 		/*
 		 * The rails with chunks or side requests (fences among them),
@@ -509,11 +496,11 @@ void mrl_health_tick(struct mrl_ep *ep)
 		for (; watch; watch &= watch - 1) {
 			r = __builtin_ctz(watch);
 			if (r < ep->nrails)
-				watch_rail(ep, r);
+				mrl_watch_rail(ep, r);
 		}
 	}
 	if (ep->sick_peers)
-		probe_all(ep);
+		mrl_probe_all(ep);
 	if (ep->parked_ops)
 		mrl_rma_parked_tick(ep);
 }
@@ -528,7 +515,7 @@ int mrl_health_rail_state(const struct mrl_ep *ep, int rail)
 		return FI_MULTIRAIL_RAIL_UP;
 	for (i = 0; av && i < av->nall; i++) {
 		if (av->all[i]->health && av->all[i]->health->ep == ep &&
-		    (av->all[i]->health->probing & bit(rail)))
+		    (av->all[i]->health->probing & mrl_rail_bit(rail)))
 			return FI_MULTIRAIL_RAIL_PROBING;
 	}
 	return FI_MULTIRAIL_RAIL_DOWN;
@@ -555,7 +542,7 @@ void mrl_health_forget_peer(struct mrl_peer *peer)
 	if (peer->rails_down)
 		h->ep->sick_peers--;
 	for (r = 0; r < MRL_MAX_RAILS; r++)
-		if (peer->rails_down & bit(r))
+		if (peer->rails_down & mrl_rail_bit(r))
 			h->ep->rails[r].peers_down--;
 	free(h);
 	peer->health = NULL;

@@ -40,7 +40,7 @@ static struct {
 
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 
-static void *open_cudart(void)
+static void *mrl_open_cudart(void)
 {
 	static const char *const names[] = {
 		"libcudart.so", "libcudart.so.13", "libcudart.so.12",
@@ -56,7 +56,7 @@ static void *open_cudart(void)
 	return NULL;
 }
 
-static int load_symbols(void)
+static int mrl_load_symbols(void)
 {
 	cuda.get_device_count = dlsym(cuda.lib, "cudaGetDeviceCount");
 	cuda.get_device = dlsym(cuda.lib, "cudaGetDevice");
@@ -68,14 +68,14 @@ static int load_symbols(void)
 }
 
 /* Never closed: CUDA may still be in use by the application at exit. */
-static void cuda_load(void)
+static void mrl_cuda_load(void)
 {
 	int n = 0;
 
-	cuda.lib = open_cudart();
+	cuda.lib = mrl_open_cudart();
 	if (!cuda.lib)
 		return;
-	if (!load_symbols() || cuda.get_device_count(&n) != CUDA_SUCCESS ||
+	if (!mrl_load_symbols() || cuda.get_device_count(&n) != CUDA_SUCCESS ||
 	    n <= 0) {
 		if (cuda.get_last_error)
 			cuda.get_last_error();
@@ -86,12 +86,12 @@ static void cuda_load(void)
 
 int mrl_hmem_cuda_available(void)
 {
-	pthread_once(&cuda_once, cuda_load);
+	pthread_once(&cuda_once, mrl_cuda_load);
 	return cuda.ndevices > 0;
 }
 
 /* Returns the n-th entry of FI_MULTIRAIL_GPU_PCI, or how many there are. */
-static int env_gpu_entry(int n, char *buf, size_t len)
+static int mrl_env_gpu_entry(int n, char *buf, size_t len)
 {
 	const char *list = getenv("FI_MULTIRAIL_GPU_PCI");
 	const char *p, *end;
@@ -118,7 +118,7 @@ static int env_gpu_entry(int n, char *buf, size_t len)
 
 int mrl_hmem_cuda_device_count(int *count)
 {
-	int n = env_gpu_entry(-1, NULL, 0);
+	int n = mrl_env_gpu_entry(-1, NULL, 0);
 
 	if (n >= 0) {
 		*count = n;
@@ -137,7 +137,7 @@ int mrl_hmem_cuda_pci_bus_id(int dev, char *buf, size_t len)
 
 	if (dev < 0 || !len)
 		return -FI_EINVAL;
-	ret = env_gpu_entry(dev, buf, len);
+	ret = mrl_env_gpu_entry(dev, buf, len);
 	if (ret != -FI_ENOENT)
 		return ret;
 	if (!mrl_hmem_cuda_available())

@@ -37,7 +37,7 @@ size_t mrl_iov_len(const struct iovec *iov, size_t count)
 }
 
 /* The FI_PROVIDER entry that names us with a core ("multirail;tcp"). */
-static char *env_entry(void)
+static char *mrl_env_entry(void)
 {
 	const char *env = getenv("FI_PROVIDER");
 	char *copy, *tok, *save, *found = NULL;
@@ -57,7 +57,7 @@ static char *env_entry(void)
 }
 
 /* Which core to ask: hints' layered name, FI_PROVIDER, or the knob. */
-static char *pick_core(const struct fi_info *hints, const char *entry)
+static char *mrl_pick_core(const struct fi_info *hints, const char *entry)
 {
 	const char *pn = hints && hints->fabric_attr ?
 			 hints->fabric_attr->prov_name : NULL;
@@ -82,14 +82,14 @@ static char *pick_core(const struct fi_info *hints, const char *entry)
 	return NULL;
 }
 
-static bool is_ours(const struct fi_info *fi)
+static bool mrl_is_ours(const struct fi_info *fi)
 {
 	const char *pn = fi->fabric_attr ? fi->fabric_attr->prov_name : NULL;
 
 	return pn && strstr(pn, MRL_PROV_NAME);
 }
 
-static const char *dom_name(const struct fi_info *fi)
+static const char *mrl_dom_name(const struct fi_info *fi)
 {
 	return fi->domain_attr && fi->domain_attr->name ?
 	       fi->domain_attr->name : "";
@@ -100,7 +100,7 @@ static const char *dom_name(const struct fi_info *fi)
  * provider of the best (first) entry ("tcp" asked gives "tcp;ofi_rxm").
  * *core_name becomes that exact name, which the rails open with later.
  */
-static int filter_core(struct fi_info **list, char **core_name)
+static int mrl_filter_core(struct fi_info **list, char **core_name)
 {
 	struct fi_info *fi, *keep = NULL, **tail = &keep, *next;
 	char *want = NULL;
@@ -111,7 +111,7 @@ static int filter_core(struct fi_info **list, char **core_name)
 			want = *core_name;
 	}
 	for (fi = *list; fi && !want; fi = fi->next) {
-		if (!is_ours(fi))
+		if (!mrl_is_ours(fi))
 			want = fi->fabric_attr->prov_name;
 	}
 	if (!want)
@@ -135,7 +135,7 @@ static int filter_core(struct fi_info **list, char **core_name)
 	return 0;
 }
 
-static int core_getinfo(uint32_t version, const char *node,
+static int mrl_core_getinfo(uint32_t version, const char *node,
 			const char *service, uint64_t flags,
 			const struct fi_info *core_hints, struct fi_info **out)
 {
@@ -155,7 +155,7 @@ static int core_getinfo(uint32_t version, const char *node,
  * and domain open, without that flag (1.17: util_attr.c), and fails.  So
  * a layered core whose base is hidden cannot carry rails.
  */
-static bool layered_core_hidden(uint32_t version, const char *core_name)
+static bool mrl_layered_core_hidden(uint32_t version, const char *core_name)
 {
 	struct fi_info *hints, *found = NULL;
 	const char *semi = strchr(core_name, ';');
@@ -177,7 +177,7 @@ static bool layered_core_hidden(uint32_t version, const char *core_name)
 }
 
 /* A core that gives RDM itself in place of "<base>;ofi_rxm". */
-static const char *native_alternative(const char *core_name)
+static const char *mrl_native_alternative(const char *core_name)
 {
 	/* libfabric 1.16-1.17: "net" is the tcp provider's own RDM */
 	if (!strncmp(core_name, "tcp;", 4))
@@ -190,25 +190,25 @@ static const char *native_alternative(const char *core_name)
  * list and name are replaced.  Returns 0 when nothing needed doing or the
  * swap was made, -FI_ENODATA when no core can open.
  */
-static int avoid_hidden_layering(uint32_t version, struct fi_info *core_hints,
+static int mrl_avoid_hidden_layering(uint32_t version, struct fi_info *core_hints,
 				 struct fi_info **all, char **core_name)
 {
 	const char *found = (*all)->fabric_attr->prov_name;
-	const char *alt = native_alternative(found);
+	const char *alt = mrl_native_alternative(found);
 	struct fi_info *alt_all = NULL;
 	char *saved = core_hints->fabric_attr->prov_name, *alt_name;
 	int ret;
 
-	if (!layered_core_hidden(version, found))
+	if (!mrl_layered_core_hidden(version, found))
 		return 0;
 	alt_name = alt ? strdup(alt) : NULL;
 	if (alt_name) {
 		core_hints->fabric_attr->prov_name = alt_name;
-		ret = core_getinfo(version, NULL, NULL, 0, core_hints,
+		ret = mrl_core_getinfo(version, NULL, NULL, 0, core_hints,
 				   &alt_all);
 		core_hints->fabric_attr->prov_name = saved;
 		if (!ret)
-			ret = filter_core(&alt_all, &alt_name);
+			ret = mrl_filter_core(&alt_all, &alt_name);
 	}
 	if (!alt_name || ret || strcmp(alt_name, alt)) {
 		/* an entry whose fi_domain must fail is no answer */
@@ -230,18 +230,18 @@ static int avoid_hidden_layering(uint32_t version, struct fi_info *core_hints,
 	return 0;
 }
 
-static const struct fi_info *find_domain(const struct fi_info *list,
+static const struct fi_info *mrl_find_domain(const struct fi_info *list,
 					 const char *name, uint32_t format)
 {
 	for (; list; list = list->next) {
-		if (!strcmp(dom_name(list), name) &&
+		if (!strcmp(mrl_dom_name(list), name) &&
 		    (!format || list->addr_format == format))
 			return list;
 	}
 	return NULL;
 }
 
-static bool joined_has(const char *joined, const char *name)
+static bool mrl_joined_has(const char *joined, const char *name)
 {
 	size_t n = strlen(name);
 	const char *p;
@@ -253,7 +253,7 @@ static bool joined_has(const char *joined, const char *name)
 	return false;
 }
 
-static int cmp_names(const void *a, const void *b)
+static int mrl_cmp_names(const void *a, const void *b)
 {
 	return strverscmp(*(const char *const *) a, *(const char *const *) b);
 }
@@ -264,7 +264,7 @@ static int cmp_names(const void *a, const void *b)
  * alike and rail i meets rail i.  With FI_SOURCE the addressed NIC leads:
  * a peer that knows only that address reaches our rail 0 there.
  */
-static int rail_names(const struct fi_info *all, const struct fi_info *lead,
+static int mrl_rail_names(const struct fi_info *all, const struct fi_info *lead,
 		      const struct fi_info *hints, char ***names)
 {
 	const char *list[MRL_MAX_RAILS * 4], *explicit = NULL;
@@ -281,22 +281,22 @@ static int rail_names(const struct fi_info *all, const struct fi_info *lead,
 		return mrl_split_rails(explicit, names);
 
 	for (fi = all; fi; fi = fi->next)
-		others |= strcmp(dom_name(fi), "lo") != 0;
+		others |= strcmp(mrl_dom_name(fi), "lo") != 0;
 	for (fi = all; fi && n < sizeof(list) / sizeof(list[0]); fi = fi->next) {
-		if (others && !strcmp(dom_name(fi), "lo"))
+		if (others && !strcmp(mrl_dom_name(fi), "lo"))
 			continue;
-		for (i = 0; i < n && strcmp(list[i], dom_name(fi)); i++)
+		for (i = 0; i < n && strcmp(list[i], mrl_dom_name(fi)); i++)
 			;
 		if (i == n)
-			list[n++] = dom_name(fi);
+			list[n++] = mrl_dom_name(fi);
 	}
-	qsort(list, n, sizeof(list[0]), cmp_names);
+	qsort(list, n, sizeof(list[0]), mrl_cmp_names);
 	/* a wildcard source (FI_SOURCE with a port only) names no NIC */
-	if (lead && find_domain(all, dom_name(lead), 0) &&
-	    !(others && !strcmp(dom_name(lead), "lo")))
-		len = snprintf(buf, sizeof(buf), "%s", dom_name(lead));
+	if (lead && mrl_find_domain(all, mrl_dom_name(lead), 0) &&
+	    !(others && !strcmp(mrl_dom_name(lead), "lo")))
+		len = snprintf(buf, sizeof(buf), "%s", mrl_dom_name(lead));
 	for (i = 0; i < n && len < sizeof(buf) - 256; i++) {
-		if (joined_has(buf, list[i]))
+		if (mrl_joined_has(buf, list[i]))
 			continue;
 		len += snprintf(buf + len, sizeof(buf) - len, "%s%s",
 				len ? "+" : "", list[i]);
@@ -306,7 +306,7 @@ static int rail_names(const struct fi_info *all, const struct fi_info *lead,
 	return mrl_split_rails(buf, names);
 }
 
-static uint16_t *port_of(void *addr, uint32_t format)
+static uint16_t *mrl_port_of(void *addr, uint32_t format)
 {
 	if (format == FI_SOCKADDR_IN)
 		return &((struct sockaddr_in *) addr)->sin_port;
@@ -315,9 +315,9 @@ static uint16_t *port_of(void *addr, uint32_t format)
 	return NULL;
 }
 
-static void set_port(void *addr, uint32_t format, uint16_t port)
+static void mrl_set_port(void *addr, uint32_t format, uint16_t port)
 {
-	uint16_t *p = port_of(addr, format);
+	uint16_t *p = mrl_port_of(addr, format);
 
 	if (p)
 		*p = port;
@@ -328,22 +328,22 @@ static void set_port(void *addr, uint32_t format, uint16_t port)
  * when it is rail 0's NIC, else rail 0's own with the port asked for (a
  * wildcard such as 0.0.0.0:9228, or a NIC that is not rail 0).
  */
-static void rail0_source(void *dst, const struct fi_info *rail0,
+static void mrl_rail0_source(void *dst, const struct fi_info *rail0,
 			 const struct fi_info *addressed, size_t alen)
 {
 	uint16_t *port;
 
-	if (!strcmp(dom_name(addressed), dom_name(rail0)) ||
+	if (!strcmp(mrl_dom_name(addressed), mrl_dom_name(rail0)) ||
 	    !rail0->src_addr) {
 		memcpy(dst, addressed->src_addr, alen);
 		return;
 	}
 	memcpy(dst, rail0->src_addr, alen);
-	port = port_of(addressed->src_addr, addressed->addr_format);
-	set_port(dst, rail0->addr_format, port ? *port : 0);
+	port = mrl_port_of(addressed->src_addr, addressed->addr_format);
+	mrl_set_port(dst, rail0->addr_format, port ? *port : 0);
 }
 
-static void *build_addr(const struct fi_info **rails, int n,
+static void *mrl_build_addr(const struct fi_info **rails, int n,
 			const struct fi_info *addressed, bool dest,
 			size_t *len)
 {
@@ -370,12 +370,12 @@ static void *build_addr(const struct fi_info **rails, int n,
 
 		if (!i && addressed && addressed->src_addr &&
 		    addressed->src_addrlen == alen) {
-			rail0_source(dst, rails[0], addressed, alen);
+			mrl_rail0_source(dst, rails[0], addressed, alen);
 			continue;
 		}
 		if (rails[i]->src_addr)
 			memcpy(dst, rails[i]->src_addr, alen);
-		set_port(dst, rails[i]->addr_format, 0);
+		mrl_set_port(dst, rails[i]->addr_format, 0);
 	}
 	return hdr;
 }
@@ -391,7 +391,7 @@ struct rail_set {
 	char name[MRL_MAX_RAILS][256];		/* "core[@topo]" */
 };
 
-static int collect_rails(const struct fi_info *all, const struct fi_info *first,
+static int mrl_collect_rails(const struct fi_info *all, const struct fi_info *first,
 			 const struct fi_info *hints, const char *core_name,
 			 uint64_t flags, struct rail_set *set)
 {
@@ -399,7 +399,7 @@ static int collect_rails(const struct fi_info *all, const struct fi_info *first,
 	uint32_t format;
 	int i, ret, max = mrl_params.max_rails;
 
-	ret = rail_names(all, (flags & FI_SOURCE) ? first : NULL, hints,
+	ret = mrl_rail_names(all, (flags & FI_SOURCE) ? first : NULL, hints,
 			 &names);
 	if (ret)
 		return ret;
@@ -411,8 +411,8 @@ static int collect_rails(const struct fi_info *all, const struct fi_info *first,
 		const struct fi_info *fi;
 
 		mrl_rail_core_name(names[i], core, sizeof(core));
-		fi = (!set->n && first && !strcmp(dom_name(first), core)) ?
-		     first : find_domain(all, core, format);
+		fi = (!set->n && first && !strcmp(mrl_dom_name(first), core)) ?
+		     first : mrl_find_domain(all, core, format);
 		if (!fi) {
 			MRL_WARN(FI_LOG_CORE, "rail '%s': no %s domain of that "
 				 "name with RDM and RMA\n", core, core_name);
@@ -425,7 +425,7 @@ static int collect_rails(const struct fi_info *all, const struct fi_info *first,
 			continue;
 		}
 		if (!set->n)
-			set->attr = find_domain(all, core, format) ?: fi;
+			set->attr = mrl_find_domain(all, core, format) ?: fi;
 		set->core[set->n] = fi;
 		snprintf(set->name[set->n], sizeof(set->name[0]), "%s",
 			 names[i]);
@@ -438,7 +438,7 @@ static int collect_rails(const struct fi_info *all, const struct fi_info *first,
 }
 
 /* One fi_info over the rails of set that are in mask. */
-static int make_entry(const struct rail_set *set, uint32_t mask,
+static int mrl_make_entry(const struct rail_set *set, uint32_t mask,
 		      const struct fi_info *first, const struct fi_info *hints,
 		      const char *core_name, const char *entry, uint64_t flags,
 		      struct fi_info **info)
@@ -475,10 +475,10 @@ static int make_entry(const struct rail_set *set, uint32_t mask,
 	if (rails[0]->nic &&
 	    fi_control(&rails[0]->nic->fid, FI_DUP, &fi->nic))
 		fi->nic = NULL;
-	fi->src_addr = build_addr(rails, n, (flags & FI_SOURCE) ? first : NULL,
+	fi->src_addr = mrl_build_addr(rails, n, (flags & FI_SOURCE) ? first : NULL,
 				  false, &fi->src_addrlen);
 	if (first && !(flags & FI_SOURCE) && first->dest_addr)
-		fi->dest_addr = build_addr(rails, n, first, true,
+		fi->dest_addr = mrl_build_addr(rails, n, first, true,
 					   &fi->dest_addrlen);
 	if (!fi->domain_attr->name || !fi->fabric_attr->name || !fi->src_addr) {
 		fi_freeinfo(fi);
@@ -494,7 +494,7 @@ static int make_entry(const struct rail_set *set, uint32_t mask,
  * first fi_info gets the right NICs.  Not for addressed queries, whose
  * rail 0 is the NIC the address names.
  */
-static uint32_t near_process(const struct rail_set *set,
+static uint32_t mrl_near_process(const struct rail_set *set,
 			     const struct fi_info *first,
 			     const struct fi_info *hints)
 {
@@ -518,7 +518,7 @@ static uint32_t near_process(const struct rail_set *set,
 	return mask;
 }
 
-static int build_set(const struct fi_info *all, const struct fi_info *first,
+static int mrl_build_set(const struct fi_info *all, const struct fi_info *first,
 		     const struct fi_info *hints, const char *core_name,
 		     const char *entry, uint64_t flags, struct fi_info **info)
 {
@@ -529,15 +529,15 @@ static int build_set(const struct fi_info *all, const struct fi_info *first,
 
 	if (!set)
 		return -FI_ENOMEM;
-	ret = collect_rails(all, first, hints, core_name, flags, set);
+	ret = mrl_collect_rails(all, first, hints, core_name, flags, set);
 	if (ret)
 		goto out;
-	ret = make_entry(set, set->n >= 32 ? ~0u : (1u << set->n) - 1, first,
+	ret = mrl_make_entry(set, set->n >= 32 ? ~0u : (1u << set->n) - 1, first,
 			 hints, core_name, entry, flags, info);
 	if (ret)
 		goto out;
-	mask = near_process(set, first, hints);
-	if (mask && !make_entry(set, mask, first, hints, core_name, entry,
+	mask = mrl_near_process(set, first, hints);
+	if (mask && !mrl_make_entry(set, mask, first, hints, core_name, entry,
 				flags, &near)) {
 		near->next = *info;
 		*info = near;
@@ -547,14 +547,14 @@ out:
 	return ret;
 }
 
-static const char *fab_name(const struct fi_info *fi)
+static const char *mrl_fab_name(const struct fi_info *fi)
 {
 	return fi->fabric_attr && fi->fabric_attr->name ?
 	       fi->fabric_attr->name : "";
 }
 
 /* Is name one of the first n of names? */
-static bool listed(const char *const *names, int n, const char *name)
+static bool mrl_listed(const char *const *names, int n, const char *name)
 {
 	while (n-- > 0)
 		if (!strcmp(names[n], name))
@@ -568,7 +568,7 @@ static bool listed(const char *const *names, int n, const char *name)
  * modes); 0 otherwise.  tcp lists a NIC once per subnet it is on, alike
  * in each: its rails may span subnets.
  */
-static int shared_fabrics(const struct fi_info *all, const char **names,
+static int mrl_shared_fabrics(const struct fi_info *all, const char **names,
 			  int max)
 {
 	const struct fi_info *a, *b;
@@ -577,25 +577,25 @@ static int shared_fabrics(const struct fi_info *all, const char **names,
 
 	for (a = all; a; a = a->next) {
 		for (b = a->next; b && !shared; b = b->next)
-			shared = !strcmp(dom_name(a), dom_name(b)) &&
+			shared = !strcmp(mrl_dom_name(a), mrl_dom_name(b)) &&
 				 a->addr_format == b->addr_format &&
-				 strcmp(fab_name(a), fab_name(b)) &&
+				 strcmp(mrl_fab_name(a), mrl_fab_name(b)) &&
 				 (a->caps != b->caps || a->mode != b->mode);
-		if (n < max && !listed(names, n, fab_name(a)))
-			names[n++] = fab_name(a);
+		if (n < max && !mrl_listed(names, n, mrl_fab_name(a)))
+			names[n++] = mrl_fab_name(a);
 	}
 	return shared ? n : 0;
 }
 
 /* Copies of the entries of one fabric; NULL when there are none. */
-static struct fi_info *only_fabric(const struct fi_info *list,
+static struct fi_info *mrl_only_fabric(const struct fi_info *list,
 				   const char *fabric, int *err)
 {
 	struct fi_info *keep = NULL, **tail = &keep;
 
 	*err = 0;
 	for (; list; list = list->next) {
-		if (strcmp(fab_name(list), fabric))
+		if (strcmp(mrl_fab_name(list), fabric))
 			continue;
 		*tail = fi_dupinfo(list);
 		if (!*tail) {
@@ -607,7 +607,7 @@ static struct fi_info *only_fabric(const struct fi_info *list,
 	return keep;
 }
 
-static struct fi_info **list_tail(struct fi_info **list)
+static struct fi_info **mrl_list_tail(struct fi_info **list)
 {
 	while (*list)
 		list = &(*list)->next;
@@ -620,7 +620,7 @@ static struct fi_info **list_tail(struct fi_info **list)
  * FI_MULTIRAIL_CORE_FABRIC naming one keep that one); otherwise one set
  * over every domain.
  */
-static int build_info(const struct fi_info *all, const struct fi_info *first,
+static int mrl_build_info(const struct fi_info *all, const struct fi_info *first,
 		      const struct fi_info *hints, const char *core_name,
 		      const char *entry, uint64_t flags,
 		      struct fi_info **info)
@@ -630,9 +630,9 @@ static int build_info(const struct fi_info *all, const struct fi_info *first,
 	struct fi_info *sub_all, *sub_first, **tail = info;
 	int n, i, ret = -FI_ENODATA, err, err2;
 
-	n = shared_fabrics(all, fabrics, 8);
+	n = mrl_shared_fabrics(all, fabrics, 8);
 	if (!n)
-		return build_set(all, first, hints, core_name, entry, flags,
+		return mrl_build_set(all, first, hints, core_name, entry, flags,
 				 info);
 	if (hints && hints->fabric_attr && hints->fabric_attr->name &&
 	    !mrl_parse_fabric_name(hints->fabric_attr->name, hcore,
@@ -643,14 +643,14 @@ static int build_info(const struct fi_info *all, const struct fi_info *first,
 	for (i = 0; i < n; i++) {
 		if (*want && strcmp(want, fabrics[i]))
 			continue;
-		sub_all = only_fabric(all, fabrics[i], &err);
-		sub_first = only_fabric(first, fabrics[i], &err2);
+		sub_all = mrl_only_fabric(all, fabrics[i], &err);
+		sub_first = mrl_only_fabric(first, fabrics[i], &err2);
 		snprintf(label, sizeof(label), "%s/%s", core_name, fabrics[i]);
 		if (sub_all && (!first || sub_first) &&
-		    !build_set(sub_all, sub_first, hints, label, entry, flags,
+		    !mrl_build_set(sub_all, sub_first, hints, label, entry, flags,
 			       tail)) {
 			ret = 0;
-			tail = list_tail(tail);
+			tail = mrl_list_tail(tail);
 		}
 		fi_freeinfo(sub_all);
 		fi_freeinfo(sub_first);
@@ -662,11 +662,11 @@ static int build_info(const struct fi_info *all, const struct fi_info *first,
 	return ret;
 }
 
-static bool same_entry(const struct fi_info *a, const struct fi_info *b)
+static bool mrl_same_entry(const struct fi_info *a, const struct fi_info *b)
 {
 	return a->addr_format == b->addr_format &&
-	       !strcmp(dom_name(a), dom_name(b)) &&
-	       !strcmp(fab_name(a), fab_name(b)) &&
+	       !strcmp(mrl_dom_name(a), mrl_dom_name(b)) &&
+	       !strcmp(mrl_fab_name(a), mrl_fab_name(b)) &&
 	       a->fabric_attr->prov_name && b->fabric_attr->prov_name &&
 	       !strcmp(a->fabric_attr->prov_name, b->fabric_attr->prov_name);
 }
@@ -678,7 +678,7 @@ static bool same_entry(const struct fi_info *a, const struct fi_info *b)
  * tagged messages carry our control channel, and a provider that answers
  * with the caps asked for (rxm) would otherwise leave them out.
  */
-static int prefer_tagged(uint32_t version, const struct fi_info *core_hints,
+static int mrl_prefer_tagged(uint32_t version, const struct fi_info *core_hints,
 			 struct fi_info **all)
 {
 	struct fi_info *hints, *tagged = NULL, **pos, *t, **tp;
@@ -689,11 +689,11 @@ static int prefer_tagged(uint32_t version, const struct fi_info *core_hints,
 	if (!hints)
 		return -FI_ENOMEM;
 	hints->caps |= FI_TAGGED;
-	if (core_getinfo(version, NULL, NULL, 0, hints, &tagged))
+	if (mrl_core_getinfo(version, NULL, NULL, 0, hints, &tagged))
 		tagged = NULL;
 	fi_freeinfo(hints);
 	for (pos = all; *pos; pos = &(*pos)->next) {
-		for (tp = &tagged; (t = *tp) && !same_entry(t, *pos);
+		for (tp = &tagged; (t = *tp) && !mrl_same_entry(t, *pos);
 		     tp = &t->next)
 			;
 		if (!t)
@@ -708,7 +708,7 @@ static int prefer_tagged(uint32_t version, const struct fi_info *core_hints,
 	return 0;
 }
 
-static bool hints_ok(const struct fi_info *hints)
+static bool mrl_hints_ok(const struct fi_info *hints)
 {
 	if (!hints)
 		return true;
@@ -725,7 +725,7 @@ static bool hints_ok(const struct fi_info *hints)
 }
 
 /* Drop the entries that do not honour the hints; -FI_ENODATA if none is left. */
-static int keep_honouring(struct fi_info **info, const struct fi_info *hints)
+static int mrl_keep_honouring(struct fi_info **info, const struct fi_info *hints)
 {
 	struct fi_info *fi, *next, *keep = NULL, **tail = &keep;
 	const char *miss = NULL, *why;
@@ -755,7 +755,7 @@ static int keep_honouring(struct fi_info **info, const struct fi_info *hints)
  * offered only where every rail's core offers it: when that is what
  * failed, say so rather than that no core exists.
  */
-static void say_why_none(uint32_t version, struct fi_info *core_hints,
+static void mrl_say_why_none(uint32_t version, struct fi_info *core_hints,
 			 const char *core_name)
 {
 	struct fi_info *host = NULL;
@@ -763,7 +763,7 @@ static void say_why_none(uint32_t version, struct fi_info *core_hints,
 
 	if (core_hints->caps & FI_HMEM) {
 		core_hints->caps &= ~FI_HMEM;
-		if (!core_getinfo(version, NULL, NULL, 0, core_hints, &host)) {
+		if (!mrl_core_getinfo(version, NULL, NULL, 0, core_hints, &host)) {
 			MRL_INFO(FI_LOG_CORE, "FI_HMEM asked, but the core (%s) "
 				 "does not carry device memory: no entry\n",
 				 name);
@@ -785,7 +785,7 @@ int mrl_getinfo(uint32_t version, const char *node, const char *service,
 	int ret;
 
 	*info = NULL;
-	if (mrl_in_getinfo || !hints_ok(hints))
+	if (mrl_in_getinfo || !mrl_hints_ok(hints))
 		return -FI_ENODATA;
 	/* before 1.5, mr_mode meant BASIC or SCALABLE: neither is ours */
 	if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
@@ -794,38 +794,38 @@ int mrl_getinfo(uint32_t version, const char *node, const char *service,
 		return -FI_ENODATA;
 	}
 
-	entry = env_entry();
-	core_name = pick_core(hints, entry);
+	entry = mrl_env_entry();
+	core_name = mrl_pick_core(hints, entry);
 	core_hints = mrl_core_hints(hints, core_name);
 	if (!core_hints) {
 		ret = -FI_ENOMEM;
 		goto out;
 	}
-	ret = core_getinfo(version, NULL, NULL, 0, core_hints, &all);
+	ret = mrl_core_getinfo(version, NULL, NULL, 0, core_hints, &all);
 	if (!ret)
-		ret = prefer_tagged(version, core_hints, &all);
+		ret = mrl_prefer_tagged(version, core_hints, &all);
 	if (!ret)
-		ret = filter_core(&all, &core_name);
+		ret = mrl_filter_core(&all, &core_name);
 	if (!ret)
-		ret = avoid_hidden_layering(version, core_hints, &all,
+		ret = mrl_avoid_hidden_layering(version, core_hints, &all,
 					    &core_name);
 	if (ret) {
-		say_why_none(version, core_hints, core_name);
+		mrl_say_why_none(version, core_hints, core_name);
 		goto out;
 	}
 	if (node || service || (flags & FI_SOURCE)) {
 		free(core_hints->fabric_attr->prov_name);
 		core_hints->fabric_attr->prov_name = strdup(core_name);
-		ret = core_getinfo(version, node, service, flags, core_hints,
+		ret = mrl_core_getinfo(version, node, service, flags, core_hints,
 				   &addressed);
 		if (!ret)
-			ret = filter_core(&addressed, &core_name);
+			ret = mrl_filter_core(&addressed, &core_name);
 		if (ret)
 			goto out;
 	}
-	ret = build_info(all, addressed, hints, core_name, entry, flags, info);
+	ret = mrl_build_info(all, addressed, hints, core_name, entry, flags, info);
 	if (!ret)
-		ret = keep_honouring(info, hints);
+		ret = mrl_keep_honouring(info, hints);
 out:
 	fi_freeinfo(addressed);
 	fi_freeinfo(all);
@@ -951,7 +951,7 @@ static void mrl_define_params(void)
 	}
 }
 
-static void too_small(const struct mrl_param_def *d, long long got)
+static void mrl_too_small(const struct mrl_param_def *d, long long got)
 {
 	char upper[32];
 	size_t i;
@@ -963,7 +963,7 @@ static void too_small(const struct mrl_param_def *d, long long got)
 		 upper, got, d->min);
 }
 
-static void read_param(const struct mrl_param_def *d)
+static void mrl_read_param(const struct mrl_param_def *d)
 {
 	size_t sz;
 	int i;
@@ -976,7 +976,7 @@ static void read_param(const struct mrl_param_def *d)
 		if (fi_param_get_int(&mrl_prov, d->name, &i))
 			break;
 		if (i < d->min)
-			too_small(d, i);
+			mrl_too_small(d, i);
 		else
 			*(int *) d->value = i;
 		break;
@@ -984,7 +984,7 @@ static void read_param(const struct mrl_param_def *d)
 		if (fi_param_get_size_t(&mrl_prov, d->name, &sz))
 			break;
 		if (sz < (size_t) d->min)
-			too_small(d, (long long) sz);
+			mrl_too_small(d, (long long) sz);
 		else
 			*(size_t *) d->value = sz;
 		break;
@@ -993,7 +993,7 @@ static void read_param(const struct mrl_param_def *d)
 	}
 }
 
-static void set_default(const struct mrl_param_def *d)
+static void mrl_set_default(const struct mrl_param_def *d)
 {
 	if (d->type == FI_PARAM_INT)
 		*(int *) d->value = (int) d->def;
@@ -1008,8 +1008,8 @@ static void mrl_read_params(void)
 	for (i = 0; i < MRL_NPARAMS; i++) {
 		if (!mrl_param_defs[i].value)
 			continue;
-		set_default(&mrl_param_defs[i]);
-		read_param(&mrl_param_defs[i]);
+		mrl_set_default(&mrl_param_defs[i]);
+		mrl_read_param(&mrl_param_defs[i]);
 	}
 }
 

@@ -93,7 +93,7 @@ int mrl_locality_rails(char *const *rails, int n, struct mrl_loc *locs)
 	return known;
 }
 
-static uint32_t choose(const struct mrl_loc *target, const struct mrl_loc *locs,
+static uint32_t mrl_choose(const struct mrl_loc *target, const struct mrl_loc *locs,
 		       int n, int max, const char *what)
 {
 	const char *why;
@@ -118,7 +118,7 @@ static uint32_t choose(const struct mrl_loc *target, const struct mrl_loc *locs,
 	return got == n ? 0 : (uint32_t) mask;
 }
 
-static uint32_t gpu_mask(int dev, const struct mrl_loc *locs, int n)
+static uint32_t mrl_gpu_mask(int dev, const struct mrl_loc *locs, int n)
 {
 	char busid[MRL_TOPO_BUSID_LEN], what[64];
 	struct mrl_loc loc;
@@ -130,10 +130,10 @@ static uint32_t gpu_mask(int dev, const struct mrl_loc *locs, int n)
 		return 0;
 	}
 	snprintf(what, sizeof(what), "GPU %d (%s)", dev, busid);
-	return choose(&loc, locs, n, mrl_params.rails_per_gpu, what);
+	return mrl_choose(&loc, locs, n, mrl_params.rails_per_gpu, what);
 }
 
-static uint32_t numa_mask(int node, const struct mrl_loc *locs, int n)
+static uint32_t mrl_numa_mask(int node, const struct mrl_loc *locs, int n)
 {
 	char what[64];
 	struct mrl_loc loc;
@@ -141,7 +141,7 @@ static uint32_t numa_mask(int node, const struct mrl_loc *locs, int n)
 	if (mrl_topo_numa_locality(mrl_locality_topo(), node, &loc))
 		return 0;
 	snprintf(what, sizeof(what), "NUMA node %d", node);
-	return choose(&loc, locs, n, 0, what);
+	return mrl_choose(&loc, locs, n, 0, what);
 }
 
 /* The rails nearest a registration: its GPU, else its NUMA node. */
@@ -155,7 +155,7 @@ uint32_t mrl_locality_mem_mask(const struct mrl_loc *locs, int n, int known,
 	if (!t || !known || n < 2)
 		return 0;
 	if (iface == FI_HMEM_CUDA)
-		return gpu_mask(cuda_dev, locs, n);
+		return mrl_gpu_mask(cuda_dev, locs, n);
 	if (iface != FI_HMEM_SYSTEM)
 		return 0;
 	/* the buffer's pages, else where this thread is bound */
@@ -167,7 +167,7 @@ uint32_t mrl_locality_mem_mask(const struct mrl_loc *locs, int n, int known,
 			buf);
 		return 0;
 	}
-	return numa_mask(node, locs, n);
+	return mrl_numa_mask(node, locs, n);
 }
 
 /*
@@ -189,11 +189,11 @@ uint32_t mrl_locality_process_mask(const struct mrl_loc *locs, int n,
 	    (gpu_app && mrl_hmem_cuda_available() &&
 	     !mrl_hmem_cuda_current_device(&dev))) {
 		snprintf(why, len, "GPU %d", dev);
-		return gpu_mask(dev, locs, n);
+		return mrl_gpu_mask(dev, locs, n);
 	}
 	node = mrl_topo_thread_numa(t);
 	if (node < 0)
 		return 0;
 	snprintf(why, len, "NUMA node %d", node);
-	return numa_mask(node, locs, n);
+	return mrl_numa_mask(node, locs, n);
 }

@@ -18,12 +18,12 @@
 
 #include "mrl.h"
 
-static struct mrl_mr *to_mr(struct fid *fid)
+static struct mrl_mr *mrl_to_mr(struct fid *fid)
 {
 	return mrl_container_of(fid, struct mrl_mr, mr_fid.fid);
 }
 
-static void close_core(struct mrl_mr *mr)
+static void mrl_close_core(struct mrl_mr *mr)
 {
 	int i;
 
@@ -38,14 +38,14 @@ static void mrl_mr_unhash(struct mrl_mr *mr);
 
 static int mrl_mr_close(struct fid *fid)
 {
-	struct mrl_mr *mr = to_mr(fid);
+	struct mrl_mr *mr = mrl_to_mr(fid);
 	struct mrl_domain *dom = mr->domain;
 
 	mrl_lock(dom);
 	mrl_list_del(&mr->link);
 	mrl_mr_unhash(mr);
 	mrl_unlock(dom);
-	close_core(mr);
+	mrl_close_core(mr);
 	free(mr);
 	return 0;
 }
@@ -125,7 +125,7 @@ static int mrl_mr_hash(struct mrl_mr *mr)
 	return 0;
 }
 
-static int set_key(struct mrl_mr *mr)
+static int mrl_set_key(struct mrl_mr *mr)
 {
 	struct mrl_domain *dom = mr->domain;
 	int i;
@@ -141,7 +141,7 @@ static int set_key(struct mrl_mr *mr)
 	return mrl_mr_hash(mr);
 }
 
-static int raw_attr(struct mrl_mr *mr, struct fi_mr_raw_attr *attr)
+static int mrl_raw_attr(struct mrl_mr *mr, struct fi_mr_raw_attr *attr)
 {
 	struct mrl_domain *dom = mr->domain;
 	size_t need = sizeof(struct mrl_raw_key) +
@@ -169,7 +169,7 @@ static int raw_attr(struct mrl_mr *mr, struct fi_mr_raw_attr *attr)
 
 static int mrl_mr_control(struct fid *fid, int command, void *arg)
 {
-	struct mrl_mr *mr = to_mr(fid);
+	struct mrl_mr *mr = mrl_to_mr(fid);
 	int i, ret;
 
 	switch (command) {
@@ -180,11 +180,11 @@ static int mrl_mr_control(struct fid *fid, int command, void *arg)
 				return ret;
 		}
 		mrl_lock(mr->domain);
-		ret = set_key(mr);
+		ret = mrl_set_key(mr);
 		mrl_unlock(mr->domain);
 		return ret;
 	case FI_GET_RAW_MR:
-		return raw_attr(mr, arg);
+		return mrl_raw_attr(mr, arg);
 	default:
 		return -FI_ENOSYS;
 	}
@@ -192,7 +192,7 @@ static int mrl_mr_control(struct fid *fid, int command, void *arg)
 
 static int mrl_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
-	struct mrl_mr *mr = to_mr(fid);
+	struct mrl_mr *mr = mrl_to_mr(fid);
 	struct mrl_ep *ep;
 	int i, ret;
 
@@ -224,7 +224,7 @@ static struct fi_ops mrl_mr_fi_ops = {
  * place and is never read as an iov; its memory is placed by its device,
  * or not at all).  The cores get the attributes and flags as they came.
  */
-static int reg_buffer(const struct fi_mr_attr *attr, uint64_t flags,
+static int mrl_reg_buffer(const struct fi_mr_attr *attr, uint64_t flags,
 		      const void **buf, size_t *len)
 {
 #ifdef FI_MR_DMABUF
@@ -268,7 +268,7 @@ int mrl_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 		MRL_WARN(FI_LOG_MR, "fi_mr_regattr without attributes\n");
 		return -FI_EINVAL;
 	}
-	ret = reg_buffer(attr, flags, &buf, &len);
+	ret = mrl_reg_buffer(attr, flags, &buf, &len);
 	if (ret)
 		return ret;
 	mr = calloc(1, sizeof(*mr));
@@ -292,7 +292,7 @@ int mrl_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 		if (ret) {
 			MRL_WARN(FI_LOG_MR, "rail %d: registration failed: %s\n",
 				 i, fi_strerror(-ret));
-			close_core(mr);
+			mrl_close_core(mr);
 			free(mr);
 			return ret;
 		}
@@ -302,12 +302,12 @@ int mrl_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	mr->mr_fid.fid.ops = &mrl_mr_fi_ops;
 	mr->mr_fid.mem_desc = mr;
 	mrl_lock(dom);
-	ret = dom->mr_mode & FI_MR_ENDPOINT ? 0 : set_key(mr);
+	ret = dom->mr_mode & FI_MR_ENDPOINT ? 0 : mrl_set_key(mr);
 	if (!ret)
 		mrl_list_add_tail(&dom->mrs, &mr->link);
 	mrl_unlock(dom);
 	if (ret) {
-		close_core(mr);
+		mrl_close_core(mr);
 		free(mr);
 		return ret;
 	}

@@ -69,11 +69,6 @@ void mrl_msg_fini(struct mrl_ep *ep)
 	ep->msg_reqs = NULL;
 }
 
-static struct mrl_ep *to_ep(struct fid_ep *ep)
-{
-	return mrl_container_of(ep, struct mrl_ep, ep_fid);
-}
-
 struct msg_args {
 	const struct iovec *iov;
 	void **desc;
@@ -84,7 +79,7 @@ struct msg_args {
 	bool tagged, tx;
 };
 
-static int check_args(struct mrl_ep *ep, const struct msg_args *a)
+static int mrl_check_args(struct mrl_ep *ep, const struct msg_args *a)
 {
 	size_t i, limit = a->tx ? ep->tx_iov_limit : ep->rx_iov_limit;
 
@@ -119,7 +114,7 @@ static int check_args(struct mrl_ep *ep, const struct msg_args *a)
 	return 0;
 }
 
-static int core_addr(struct mrl_ep *ep, fi_addr_t addr, bool tx,
+static int mrl_core_addr(struct mrl_ep *ep, fi_addr_t addr, bool tx,
 		     fi_addr_t *out, struct mrl_peer **peer_out)
 {
 	struct mrl_peer *peer;
@@ -184,7 +179,7 @@ ssize_t mrl_msg_req_posted(struct mrl_ep *ep, struct mrl_msg_req *req,
  * A send that writes before it may not have landed for (mrl_fence.c): it
  * completes with -FI_EIO and nothing goes.  Domain locked.
  */
-static ssize_t send_lost(struct mrl_ep *ep, const struct msg_args *a)
+static ssize_t mrl_send_lost(struct mrl_ep *ep, const struct msg_args *a)
 {
 	mrl_assert_locked(ep->domain);
 	uint64_t kind = FI_SEND | (a->tagged ? FI_TAGGED : FI_MSG);
@@ -201,7 +196,7 @@ static ssize_t send_lost(struct mrl_ep *ep, const struct msg_args *a)
  * here (host memory only; registered for a core that needs it) and freed
  * with the request.  *a then names the copy.
  */
-static int send_from_copy(struct mrl_ep *ep, struct mrl_msg_req *req,
+static int mrl_send_from_copy(struct mrl_ep *ep, struct mrl_msg_req *req,
 			  struct msg_args *a, struct iovec *iov, void **desc)
 {
 	size_t len = mrl_iov_len(a->iov, a->count), off = 0, i;
@@ -244,7 +239,7 @@ static int send_from_copy(struct mrl_ep *ep, struct mrl_msg_req *req,
 	return 0;
 }
 
-static ssize_t post(struct mrl_ep *ep, const struct msg_args *args)
+static ssize_t mrl_msg_post(struct mrl_ep *ep, const struct msg_args *args)
 {
 	struct fid_ep *core = ep->rails[0].ep;
 	struct msg_args copied = *args, *a = &copied;
@@ -258,13 +253,13 @@ static ssize_t post(struct mrl_ep *ep, const struct msg_args *args)
 	ssize_t ret;
 
 	mrl_ep_lock(ep);
-	ret = check_args(ep, a);
+	ret = mrl_check_args(ep, a);
 	if (!ret)
-		ret = core_addr(ep, a->addr, a->tx, &caddr, &peer);
+		ret = mrl_core_addr(ep, a->addr, a->tx, &caddr, &peer);
 	if (!ret && a->tx)
 		ret = mrl_fence_progress(ep, peer);
 	if (ret == -FI_EIO) {
-		ret = send_lost(ep, a);
+		ret = mrl_send_lost(ep, a);
 		goto out;
 	}
 	if (ret)
@@ -280,7 +275,7 @@ static ssize_t post(struct mrl_ep *ep, const struct msg_args *args)
 		goto out;
 	}
 	if (a->count > ep->msg_iov_limit) {
-		ret = send_from_copy(ep, req, a, &copy_iov, desc);
+		ret = mrl_send_from_copy(ep, req, a, &copy_iov, desc);
 		if (ret) {
 			mrl_msg_req_put(ep, req);
 			goto out;
@@ -370,7 +365,7 @@ static ssize_t mrl_recvmsg(struct fid_ep *ep, const struct fi_msg *msg,
 		.addr = msg->addr, .context = msg->context, .flags = flags,
 	};
 
-	return post(to_ep(ep), &a);
+	return mrl_msg_post(mrl_ep_of(ep), &a);
 }
 
 static ssize_t mrl_recvv(struct fid_ep *ep, const struct iovec *iov,
@@ -399,7 +394,7 @@ static ssize_t mrl_sendmsg(struct fid_ep *ep, const struct fi_msg *msg,
 		.data = msg->data, .tx = true,
 	};
 
-	return post(to_ep(ep), &a);
+	return mrl_msg_post(mrl_ep_of(ep), &a);
 }
 
 static ssize_t mrl_sendv(struct fid_ep *ep, const struct iovec *iov,
@@ -431,10 +426,10 @@ static ssize_t mrl_senddata(struct fid_ep *ep, const void *buf, size_t len,
 }
 
 /* Injects go straight to the core: no completion, nothing to route. */
-static ssize_t inject(struct fid_ep *ep_fid, const void *buf, size_t len,
+static ssize_t mrl_msg_inject(struct fid_ep *ep_fid, const void *buf, size_t len,
 		      uint64_t data, fi_addr_t dest, uint64_t tag, int kind)
 {
-	struct mrl_ep *ep = to_ep(ep_fid);
+	struct mrl_ep *ep = mrl_ep_of(ep_fid);
 	struct fid_ep *core = ep->rails[0].ep;
 	struct mrl_peer *peer = NULL;
 	fi_addr_t caddr;
@@ -447,7 +442,7 @@ static ssize_t inject(struct fid_ep *ep_fid, const void *buf, size_t len,
 	if (!mrl_inject_fits(ep, len))
 		return -FI_EINVAL;
 	mrl_ep_lock(ep);
-	ret = ep->enabled ? core_addr(ep, dest, true, &caddr, &peer) :
+	ret = ep->enabled ? mrl_core_addr(ep, dest, true, &caddr, &peer) :
 	      -FI_EOPBADSTATE;
 	if (!ret)
 		ret = mrl_fence_progress(ep, peer);
@@ -475,13 +470,13 @@ out:
 static ssize_t mrl_inject(struct fid_ep *ep, const void *buf, size_t len,
 			  fi_addr_t dest)
 {
-	return inject(ep, buf, len, 0, dest, 0, 0);
+	return mrl_msg_inject(ep, buf, len, 0, dest, 0, 0);
 }
 
 static ssize_t mrl_injectdata(struct fid_ep *ep, const void *buf, size_t len,
 			      uint64_t data, fi_addr_t dest)
 {
-	return inject(ep, buf, len, data, dest, 0, 1);
+	return mrl_msg_inject(ep, buf, len, data, dest, 0, 1);
 }
 
 struct fi_ops_msg mrl_msg_ops = {
@@ -508,7 +503,7 @@ static ssize_t mrl_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
 		.tag = msg->tag, .ignore = msg->ignore, .tagged = true,
 	};
 
-	return post(to_ep(ep), &a);
+	return mrl_msg_post(mrl_ep_of(ep), &a);
 }
 
 static ssize_t mrl_trecvv(struct fid_ep *ep, const struct iovec *iov,
@@ -541,7 +536,7 @@ static ssize_t mrl_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
 		.tag = msg->tag, .data = msg->data, .tagged = true, .tx = true,
 	};
 
-	return post(to_ep(ep), &a);
+	return mrl_msg_post(mrl_ep_of(ep), &a);
 }
 
 static ssize_t mrl_tsendv(struct fid_ep *ep, const struct iovec *iov,
@@ -578,13 +573,13 @@ static ssize_t mrl_tsenddata(struct fid_ep *ep, const void *buf, size_t len,
 static ssize_t mrl_tinject(struct fid_ep *ep, const void *buf, size_t len,
 			   fi_addr_t dest, uint64_t tag)
 {
-	return inject(ep, buf, len, 0, dest, tag, 2);
+	return mrl_msg_inject(ep, buf, len, 0, dest, tag, 2);
 }
 
 static ssize_t mrl_tinjectdata(struct fid_ep *ep, const void *buf, size_t len,
 			       uint64_t data, fi_addr_t dest, uint64_t tag)
 {
-	return inject(ep, buf, len, data, dest, tag, 3);
+	return mrl_msg_inject(ep, buf, len, data, dest, tag, 3);
 }
 
 struct fi_ops_tagged mrl_tagged_ops = {

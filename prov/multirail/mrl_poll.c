@@ -23,19 +23,19 @@ struct mrl_poll {
 	int n;
 };
 
-static struct mrl_poll *to_poll(struct fid_poll *p)
+static struct mrl_poll *mrl_to_poll(struct fid_poll *p)
 {
 	return mrl_container_of(p, struct mrl_poll, poll_fid);
 }
 
-static uint64_t cntr_total(struct fid *fid)
+static uint64_t mrl_cntr_total(struct fid *fid)
 {
 	struct fid_cntr *cntr = mrl_container_of(fid, struct fid_cntr, fid);
 
 	return fi_cntr_read(cntr) + fi_cntr_readerr(cntr);
 }
 
-static bool cq_ready(struct fid *fid)
+static bool mrl_cq_ready(struct fid *fid)
 {
 	struct mrl_cq *cq = mrl_container_of(fid, struct mrl_cq, cq_fid.fid);
 	bool ready;
@@ -49,7 +49,7 @@ static bool cq_ready(struct fid *fid)
 
 static int mrl_poll_poll(struct fid_poll *pollset, void **context, int count)
 {
-	struct mrl_poll *ps = to_poll(pollset);
+	struct mrl_poll *ps = mrl_to_poll(pollset);
 	struct mrl_poll_item *it;
 	uint64_t total;
 	int i, n = 0;
@@ -57,11 +57,11 @@ static int mrl_poll_poll(struct fid_poll *pollset, void **context, int count)
 	for (i = 0; i < ps->n && n < count; i++) {
 		it = &ps->items[i];
 		if (it->fid->fclass == FI_CLASS_CQ) {
-			if (cq_ready(it->fid))
+			if (mrl_cq_ready(it->fid))
 				context[n++] = it->fid->context;
 			continue;
 		}
-		total = cntr_total(it->fid);
+		total = mrl_cntr_total(it->fid);
 		if (total != it->seen) {
 			it->seen = total;
 			context[n++] = it->fid->context;
@@ -73,7 +73,7 @@ static int mrl_poll_poll(struct fid_poll *pollset, void **context, int count)
 static int mrl_poll_add(struct fid_poll *pollset, struct fid *event_fid,
 			uint64_t flags)
 {
-	struct mrl_poll *ps = to_poll(pollset);
+	struct mrl_poll *ps = mrl_to_poll(pollset);
 
 	(void) flags;
 	if (!event_fid || (event_fid->fclass != FI_CLASS_CQ &&
@@ -88,7 +88,7 @@ static int mrl_poll_add(struct fid_poll *pollset, struct fid *event_fid,
 	}
 	ps->items[ps->n].fid = event_fid;
 	ps->items[ps->n].seen = event_fid->fclass == FI_CLASS_CNTR ?
-				cntr_total(event_fid) : 0;
+				mrl_cntr_total(event_fid) : 0;
 	ps->n++;
 	return 0;
 }
@@ -96,7 +96,7 @@ static int mrl_poll_add(struct fid_poll *pollset, struct fid *event_fid,
 static int mrl_poll_del(struct fid_poll *pollset, struct fid *event_fid,
 			uint64_t flags)
 {
-	struct mrl_poll *ps = to_poll(pollset);
+	struct mrl_poll *ps = mrl_to_poll(pollset);
 	int i;
 
 	(void) flags;

@@ -10,7 +10,7 @@
  *   MRL_REQ_PROBE    is a failed rail back: mrl_health.c
  * and no context at all is a remote event (CQ data of a peer's write).
  * Only rails with requests of ours in flight are read on every call, and
- * one other by rotation (see rails_due), so a call costs the same with 1
+ * one other by rotation (see mrl_rails_due), so a call costs the same with 1
  * or 32 rails.  Then the control backlog and the engine get their turn:
  * chunks waiting for credit go out as the completions above return it.
  * User operations
@@ -50,7 +50,7 @@ void mrl_remote_event(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
  * the AV the claims are looked up in (mrl_ctrl_rx knows whether the core
  * reports sources there).
  */
-static void ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
+static void mrl_progress_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 		    int rail, fi_addr_t core_src, int err)
 {
 	struct mrl_ctrl_learned learned;
@@ -66,7 +66,7 @@ static void ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
  * 0's are read for control claims too, and a core may leave a transmit's
  * or a remote event's untouched).
  */
-static fi_addr_t user_src(struct mrl_ep *ep, int rail, fi_addr_t core_src)
+static fi_addr_t mrl_user_src(struct mrl_ep *ep, int rail, fi_addr_t core_src)
 {
 	if (rail || !ep->want_src || !ep->av || core_src == FI_ADDR_NOTAVAIL)
 		return FI_ADDR_NOTAVAIL;
@@ -75,7 +75,7 @@ static fi_addr_t user_src(struct mrl_ep *ep, int rail, fi_addr_t core_src)
 
 /* Every completion but a chunk's: messages, control, fences, probes. */
 static void __attribute__((noinline))
-dispatch_side(struct mrl_ep *ep, int rail, struct mrl_req_hdr *hdr,
+mrl_dispatch_side(struct mrl_ep *ep, int rail, struct mrl_req_hdr *hdr,
 	      const struct fi_cq_tagged_entry *e, fi_addr_t core_src, int err,
 	      const struct fi_cq_err_entry *err_entry)
 {
@@ -83,10 +83,10 @@ dispatch_side(struct mrl_ep *ep, int rail, struct mrl_req_hdr *hdr,
 	switch (hdr->kind) {
 	case MRL_REQ_MSG:
 		mrl_msg_complete(ep, (struct mrl_msg_req *) hdr, e,
-				 user_src(ep, rail, core_src), err, err_entry);
+				 mrl_user_src(ep, rail, core_src), err, err_entry);
 		break;
 	case MRL_REQ_CTRL_RX:
-		ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr, err ? 0 : e->len,
+		mrl_progress_ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr, err ? 0 : e->len,
 			rail, core_src, err);
 		break;
 	case MRL_REQ_CTRL_TX:
@@ -111,9 +111,9 @@ dispatch_side(struct mrl_ep *ep, int rail, struct mrl_req_hdr *hdr,
 	}
 }
 
-/* Inline in dispatch_all: a chunk back, nearly every entry, tested first. */
+/* Inline in mrl_dispatch_all: a chunk back, nearly every entry, tested first. */
 static inline __attribute__((always_inline))
-void dispatch(struct mrl_ep *ep, int rail, const struct fi_cq_tagged_entry *e,
+void mrl_dispatch(struct mrl_ep *ep, int rail, const struct fi_cq_tagged_entry *e,
 	      fi_addr_t core_src, int err,
 	      const struct fi_cq_err_entry *err_entry)
 {
@@ -126,14 +126,14 @@ void dispatch(struct mrl_ep *ep, int rail, const struct fi_cq_tagged_entry *e,
 	 */
 	if (!hdr || (e->flags & (FI_REMOTE_WRITE | FI_REMOTE_READ))) {
 		if (!err)
-			mrl_remote_event(ep, e, user_src(ep, rail, core_src));
+			mrl_remote_event(ep, e, mrl_user_src(ep, rail, core_src));
 		else
 			MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: remote event "
 				      "error %d\n", rail, err);
 		return;
 	}
 	if (hdr->kind != MRL_REQ_CHUNK) {
-		dispatch_side(ep, rail, hdr, e, core_src, err, err_entry);
+		mrl_dispatch_side(ep, rail, hdr, e, core_src, err, err_entry);
 		return;
 	}
 	if (err)
@@ -143,7 +143,7 @@ void dispatch(struct mrl_ep *ep, int rail, const struct fi_cq_tagged_entry *e,
 		mrl_rma_done(ep, op, 0);
 }
 
-static void read_err(struct mrl_ep *ep, int rail)
+static void mrl_read_err(struct mrl_ep *ep, int rail)
 {
 	struct fi_cq_err_entry err = { 0 };
 	struct fi_cq_tagged_entry e = { 0 };
@@ -156,7 +156,7 @@ static void read_err(struct mrl_ep *ep, int rail)
 	e.buf = err.buf;
 	e.data = err.data;
 	e.tag = err.tag;
-	dispatch(ep, rail, &e, FI_ADDR_NOTAVAIL, err.err ? -err.err : -FI_EIO,
+	mrl_dispatch(ep, rail, &e, FI_ADDR_NOTAVAIL, err.err ? -err.err : -FI_EIO,
 		 &err);
 }
 
@@ -170,7 +170,7 @@ static void read_err(struct mrl_ep *ep, int rail)
  * wait in our ring, to be copied a second time at the next read, while the
  * core holds it as well as we do.
  */
-static inline bool reader_full(const struct mrl_ep *ep)
+static inline bool mrl_reader_full(const struct mrl_ep *ep)
 {
 	const struct mrl_cq *tx = ep->tx_cq, *rx = ep->rx_cq;
 
@@ -182,17 +182,17 @@ static inline bool reader_full(const struct mrl_ep *ep)
 /*
  * After batch n: is the rail read again?  After an error entry, and after
  * a full batch unless the reader is full; drain: whatever the reader
- * (see rail0_batches).
+ * (see mrl_rail0_batches).
  */
-static inline bool read_on(const struct mrl_ep *ep, ssize_t n, bool drain)
+static inline bool mrl_read_on(const struct mrl_ep *ep, ssize_t n, bool drain)
 {
 	if (n < 0)		/* an error entry handed on: read again */
 		return true;
-	return n == MRL_CQ_BATCH && (drain || !reader_full(ep));
+	return n == MRL_CQ_BATCH && (drain || !mrl_reader_full(ep));
 }
 
 /* Are rail's sources read: the user's FI_SOURCE, or rail 0's claims. */
-static inline bool reads_src(const struct mrl_ep *ep, int rail)
+static inline bool mrl_reads_src(const struct mrl_ep *ep, int rail)
 {
 	return ep->rails[rail].reads_src;
 }
@@ -200,12 +200,12 @@ static inline bool reads_src(const struct mrl_ep *ep, int rail)
 /*
  * One batch of rail's core completions into e and src: how many, 0 when
  * none, -FI_EAGAIN after handing on an error entry (read again).
- * Sources where reads_src says.  A core without FI_SOURCE leaves src
+ * Sources where mrl_reads_src says.  A core without FI_SOURCE leaves src
  * untouched, hence NOTAVAIL first for the user's; rail 0's own (control
  * claims) come from a core with FI_SOURCE, which sets a receive's.
  */
 static inline __attribute__((always_inline))
-ssize_t read_core(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
+ssize_t mrl_read_core(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 		  fi_addr_t *src)
 {
 	ssize_t i;
@@ -214,16 +214,16 @@ ssize_t read_core(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 		for (i = 0; i < MRL_CQ_BATCH; i++)
 			src[i] = FI_ADDR_NOTAVAIL;
 	}
-	if (reads_src(ep, rail))
+	if (mrl_reads_src(ep, rail))
 		return fi_cq_readfrom(ep->rails[rail].cq, e, MRL_CQ_BATCH, src);
 	return fi_cq_read(ep->rails[rail].cq, e, MRL_CQ_BATCH);
 }
 
-/* read_core's outcome n as read_rail gives it. */
-static inline ssize_t read_outcome(struct mrl_ep *ep, int rail, ssize_t n)
+/* mrl_read_core's outcome n as mrl_read_rail gives it. */
+static inline ssize_t mrl_read_outcome(struct mrl_ep *ep, int rail, ssize_t n)
 {
 	if (n == -FI_EAVAIL) {
-		read_err(ep, rail);
+		mrl_read_err(ep, rail);
 		return -FI_EAGAIN;
 	}
 	return n > 0 ? n : 0;
@@ -234,11 +234,11 @@ static inline ssize_t read_outcome(struct mrl_ep *ep, int rail, ssize_t n)
  * the engine who the limit is.
  */
 static inline __attribute__((always_inline))
-ssize_t read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
+ssize_t mrl_read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 		  fi_addr_t *src)
 {
 	bool busy = ep->engine.busy & (1u << rail);
-	ssize_t n = read_outcome(ep, rail, read_core(ep, rail, e, src));
+	ssize_t n = mrl_read_outcome(ep, rail, mrl_read_core(ep, rail, e, src));
 
 	if (busy)
 		mrl_engine_rail_read(&ep->engine, rail, n != 0);
@@ -246,7 +246,7 @@ ssize_t read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 }
 
 /* The fast path's chunk, back fine: nearly every entry of a busy rail. */
-static inline struct mrl_chunk *whole_chunk(const struct fi_cq_tagged_entry *e)
+static inline struct mrl_chunk *mrl_whole_chunk(const struct fi_cq_tagged_entry *e)
 {
 	struct mrl_req_hdr *hdr = e->op_context;
 
@@ -257,13 +257,13 @@ static inline struct mrl_chunk *whole_chunk(const struct fi_cq_tagged_entry *e)
 }
 
 /*
- * whole_to_reader's loop, the CQ's format a constant in each copy: each
+ * mrl_whole_to_reader's loop, the CQ's format a constant in each copy: each
  * op's entry as mrl_rma_done writes it under rma_cq_only.  Nothing else
  * takes or gives requests or chunks meanwhile: the free lists' tops stay
  * in registers.
  */
 static inline __attribute__((always_inline))
-ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
+ssize_t mrl_whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 		  const struct fi_cq_tagged_entry *e, ssize_t n,
 		  struct mrl_returns *back, enum fi_cq_format format,
 		  size_t size)
@@ -278,7 +278,7 @@ ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 	if (n > (ssize_t) cq->out_left)
 		n = cq->out_left;
 	for (i = 0; i < n; i++) {
-		chunk = whole_chunk(&e[i]);
+		chunk = mrl_whole_chunk(&e[i]);
 		if (!chunk)
 			break;
 		op = mrl_engine_whole_back_to(chunk, back, &free_chunks);
@@ -307,7 +307,7 @@ ssize_t whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
  * general way, the credit of these in back as theirs.
  */
 static inline __attribute__((always_inline))
-ssize_t whole_to_reader(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
+ssize_t mrl_whole_to_reader(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
 			ssize_t n, struct mrl_returns *back)
 {
 	struct mrl_cq *cq = ep->tx_cq;
@@ -316,43 +316,43 @@ ssize_t whole_to_reader(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
 		return 0;
 	switch (cq->format) {
 	case FI_CQ_FORMAT_CONTEXT:
-		return whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_CONTEXT,
+		return mrl_whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_CONTEXT,
 				 sizeof(struct fi_cq_entry));
 	case FI_CQ_FORMAT_MSG:
-		return whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_MSG,
+		return mrl_whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_MSG,
 				 sizeof(struct fi_cq_msg_entry));
 	case FI_CQ_FORMAT_DATA:
-		return whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_DATA,
+		return mrl_whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_DATA,
 				 sizeof(struct fi_cq_data_entry));
 	default:
-		return whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_TAGGED,
+		return mrl_whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_TAGGED,
 				 sizeof(struct fi_cq_tagged_entry));
 	}
 }
 
-static void drain_others(struct mrl_ep *ep);
+static void mrl_drain_others(struct mrl_ep *ep);
 
 /*
  * A batch of rail's completions handed on in order.  The whole chunks'
  * ops complete as they come; their rail's credit comes back once, before
  * any other entry (which may read or move it) and at the end.  With
  * msg_last (rail 0's batches), a message waits for every other rail: see
- * rail0_batches.
+ * mrl_rail0_batches.
  */
-static void dispatch_all(struct mrl_ep *ep, int rail,
+static void mrl_dispatch_all(struct mrl_ep *ep, int rail,
 			 struct fi_cq_tagged_entry *e, fi_addr_t *src,
 			 ssize_t n, bool msg_last)
 {
 	struct mrl_returns back = { 0, 0 };
-	bool with_src = reads_src(ep, rail);
+	bool with_src = mrl_reads_src(ep, rail);
 	struct mrl_chunk *chunk;
 	ssize_t i;
 
 	for (i = 0; i < n; i++) {
-		i += whole_to_reader(ep, &e[i], n - i, &back);
+		i += mrl_whole_to_reader(ep, &e[i], n - i, &back);
 		if (i == n)
 			break;
-		chunk = whole_chunk(&e[i]);
+		chunk = mrl_whole_chunk(&e[i]);
 		if (chunk) {
 			mrl_rma_done(ep, mrl_engine_whole_back(&ep->engine,
 							       chunk, &back),
@@ -361,16 +361,16 @@ static void dispatch_all(struct mrl_ep *ep, int rail,
 		}
 		mrl_engine_returned(&ep->engine, rail, &back);
 		if (msg_last && (e[i].flags & FI_RECV)) {
-			drain_others(ep);
+			mrl_drain_others(ep);
 			msg_last = false;
 		}
-		dispatch(ep, rail, &e[i], with_src ? src[i] : FI_ADDR_NOTAVAIL,
+		mrl_dispatch(ep, rail, &e[i], with_src ? src[i] : FI_ADDR_NOTAVAIL,
 			 0, NULL);
 	}
 	mrl_engine_returned(&ep->engine, rail, &back);
 }
 
-static void progress_rail(struct mrl_ep *ep, int rail, bool drain)
+static void mrl_progress_rail(struct mrl_ep *ep, int rail, bool drain)
 {
 	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
 	fi_addr_t src[MRL_CQ_BATCH];
@@ -378,9 +378,9 @@ static void progress_rail(struct mrl_ep *ep, int rail, bool drain)
 	ssize_t n;
 
 	while (rounds--) {
-		n = read_rail(ep, rail, e, src);
-		dispatch_all(ep, rail, e, src, n, false);
-		if (!read_on(ep, n, drain))
+		n = mrl_read_rail(ep, rail, e, src);
+		mrl_dispatch_all(ep, rail, e, src, n, false);
+		if (!mrl_read_on(ep, n, drain))
 			return;
 	}
 }
@@ -396,7 +396,7 @@ void mrl_ep_kick0(struct mrl_ep *ep)
 }
 
 /* The idle rail whose turn it is. */
-static inline int idle_turn(struct mrl_ep *ep)
+static inline int mrl_idle_turn(struct mrl_ep *ep)
 {
 	int rail = ep->poll_next;
 
@@ -404,21 +404,21 @@ static inline int idle_turn(struct mrl_ep *ep)
 	return rail;
 }
 
-static inline uint32_t idle_rail(struct mrl_ep *ep)
+static inline uint32_t mrl_idle_rail(struct mrl_ep *ep)
 {
-	return 1u << idle_turn(ep);
+	return 1u << mrl_idle_turn(ep);
 }
 
-/* rails_due after an inject, or while rails connect: off the empty poll. */
+/* mrl_rails_due after an inject, or while rails connect: off the empty poll. */
 static uint32_t __attribute__((noinline))
-rails_due_rare(struct mrl_ep *ep, uint32_t due)
+mrl_rails_due_rare(struct mrl_ep *ep, uint32_t due)
 {
 	if (ep->ctrl_backlog)		/* rails still connecting */
 		return mrl_rail_mask(ep->nrails);
 	ep->kick0--;
 	due |= 1u;
 	if (!(++ep->poll_calls % MRL_IDLE_READ_EVERY))
-		due |= idle_rail(ep);
+		due |= mrl_idle_rail(ep);
 	return due;
 }
 
@@ -430,24 +430,24 @@ rails_due_rare(struct mrl_ep *ep, uint32_t due)
  * arrive unannounced.  An idle endpoint reads one rail per call; a busy
  * one an idle rail every MRL_IDLE_READ_EVERY calls.
  */
-static inline uint32_t rails_due(struct mrl_ep *ep)
+static inline uint32_t mrl_rails_due(struct mrl_ep *ep)
 {
 	uint32_t due = ep->engine.busy | ep->side_busy;
 
 	if (ep->kick0 || ep->ctrl_backlog)
-		return rails_due_rare(ep, due);
+		return mrl_rails_due_rare(ep, due);
 	if (!due || !(++ep->poll_calls % MRL_IDLE_READ_EVERY))
-		due |= idle_rail(ep);
+		due |= mrl_idle_rail(ep);
 	return due;
 }
 
 /* Every other rail to the end, before a message on rail 0: see below. */
-static void drain_others(struct mrl_ep *ep)
+static void mrl_drain_others(struct mrl_ep *ep)
 {
 	uint32_t rails = mrl_rail_mask(ep->nrails) & ~1u;
 
 	for (; rails; rails &= rails - 1)
-		progress_rail(ep, __builtin_ctz(rails), true);
+		mrl_progress_rail(ep, __builtin_ctz(rails), true);
 }
 
 /*
@@ -461,16 +461,16 @@ static void drain_others(struct mrl_ep *ep)
  * progresses on its own between our reads.  (The batch's entries before
  * the message, rail 0's own, may go first.)
  */
-static void rail0_batches(struct mrl_ep *ep, struct fi_cq_tagged_entry *e,
+static void mrl_rail0_batches(struct mrl_ep *ep, struct fi_cq_tagged_entry *e,
 			  fi_addr_t *src, ssize_t n)
 {
 	int rounds = MRL_CQ_ROUNDS;
 
 	for (;;) {
-		dispatch_all(ep, 0, e, src, n, true);
-		if (!read_on(ep, n, false) || !--rounds)
+		mrl_dispatch_all(ep, 0, e, src, n, true);
+		if (!mrl_read_on(ep, n, false) || !--rounds)
 			return;
-		n = read_rail(ep, 0, e, src);
+		n = mrl_read_rail(ep, 0, e, src);
 	}
 }
 
@@ -480,7 +480,7 @@ static void rail0_batches(struct mrl_ep *ep, struct fi_cq_tagged_entry *e,
  * that keep filling the reader (rail 0 included: its batch is read where
  * its turn comes).
  */
-static void read_due(struct mrl_ep *ep, uint32_t due,
+static void mrl_read_due(struct mrl_ep *ep, uint32_t due,
 		     struct fi_cq_tagged_entry *e, fi_addr_t *src)
 {
 	uint32_t first = due & (~0u << ep->read_turn), rails;
@@ -491,11 +491,11 @@ static void read_due(struct mrl_ep *ep, uint32_t due,
 		     rails &= rails - 1) {
 			r = __builtin_ctz(rails);
 			if (r)
-				progress_rail(ep, r, false);
+				mrl_progress_rail(ep, r, false);
 			else
-				rail0_batches(ep, e, src,
-					      read_rail(ep, 0, e, src));
-			if (reader_full(ep)) {
+				mrl_rail0_batches(ep, e, src,
+					      mrl_read_rail(ep, 0, e, src));
+			if (mrl_reader_full(ep)) {
 				ep->read_turn = r + 1 < ep->nrails ? r + 1 : 0;
 				return;
 			}
@@ -508,27 +508,27 @@ static void read_due(struct mrl_ep *ep, uint32_t due,
  * rail due: handed on, and the rail read on while it gives full batches.
  */
 static void __attribute__((noinline))
-rail_batches(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
+mrl_rail_batches(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 	     fi_addr_t *src, ssize_t n)
 {
 	if (!rail) {
-		rail0_batches(ep, e, src, n);
+		mrl_rail0_batches(ep, e, src, n);
 		return;
 	}
-	dispatch_all(ep, rail, e, src, n, false);
-	if (read_on(ep, n, false))
-		progress_rail(ep, rail, false);
+	mrl_dispatch_all(ep, rail, e, src, n, false);
+	if (mrl_read_on(ep, n, false))
+		mrl_progress_rail(ep, rail, false);
 }
 
-/* The rare work is due: see progress_end. */
-static inline bool rest_due(const struct mrl_ep *ep)
+/* The rare work is due: see mrl_progress_end. */
+static inline bool mrl_rest_due(const struct mrl_ep *ep)
 {
 	return ep->health_left <= 0 || ep->ctrl_backlog || ep->announce_wait ||
 	       !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due;
 }
 
-/* What progress does less often than every call: see progress_end. */
-static void __attribute__((noinline)) progress_rest(struct mrl_ep *ep)
+/* What progress does less often than every call: see mrl_progress_end. */
+static void __attribute__((noinline)) mrl_progress_rest(struct mrl_ep *ep)
 {
 	if (ep->health_left <= 0)
 		mrl_health_tick(ep);
@@ -547,10 +547,10 @@ static void __attribute__((noinline)) progress_rest(struct mrl_ep *ep)
  * Every progress call ends here, the call counted for the health tick: the
  * rare work when due (a HELLO due waits for the tick: off the empty poll).
  */
-static inline void progress_end(struct mrl_ep *ep)
+static inline void mrl_progress_end(struct mrl_ep *ep)
 {
-	if (rest_due(ep))
-		progress_rest(ep);
+	if (mrl_rest_due(ep))
+		mrl_progress_rest(ep);
 	ep->progress_held = false;
 }
 
@@ -572,32 +572,32 @@ void mrl_ep_progress(struct mrl_ep *ep)
 	if (ep->progress_held)
 		return;
 	ep->progress_held = true;
-	due = rails_due(ep);
+	due = mrl_rails_due(ep);
 	if (!(due & (due - 1))) {
 		rail = __builtin_ctz(due);
-		n = read_rail(ep, rail, e, src);
+		n = mrl_read_rail(ep, rail, e, src);
 		if (n)
-			rail_batches(ep, rail, e, src, n);
+			mrl_rail_batches(ep, rail, e, src, n);
 	} else {
-		read_due(ep, due, e, src);
+		mrl_read_due(ep, due, e, src);
 	}
 	ep->health_left--;
-	progress_end(ep);
+	mrl_progress_end(ep);
 }
 
 /*
  * Nothing of ours in flight on any rail and nothing due, so a progress
- * call would only read one idle rail by rotation (rails_due); the health
+ * call would only read one idle rail by rotation (mrl_rails_due); the health
  * tick is not due either.
  */
-static inline bool quiet(const struct mrl_ep *ep)
+static inline bool mrl_quiet(const struct mrl_ep *ep)
 {
 	return !(ep->engine.busy | ep->side_busy) && !ep->kick0 &&
-	       !ep->progress_held && ep->health_left > 1 && !rest_due(ep);
+	       !ep->progress_held && ep->health_left > 1 && !mrl_rest_due(ep);
 }
 
 /* ep's CQs that it feeds alone, unlocked (mrl_cq.c's lean CQs). */
-static int lean_cqs(struct mrl_ep *ep, struct mrl_cq *cqs[2])
+static int mrl_lean_cqs(struct mrl_ep *ep, struct mrl_cq *cqs[2])
 {
 	int n = 0;
 
@@ -608,7 +608,7 @@ static int lean_cqs(struct mrl_ep *ep, struct mrl_cq *cqs[2])
 	return n;
 }
 
-static bool cq_empty(const struct mrl_cq *cq)
+static bool mrl_cq_empty(const struct mrl_cq *cq)
 {
 	return !cq || (cq->head == cq->tail && mrl_list_empty(&cq->errs));
 }
@@ -618,15 +618,15 @@ static bool cq_empty(const struct mrl_cq *cq)
  * polls, to the health tick, are leased (struct mrl_lease).  The tick's
  * count waits in the leases meanwhile: mrl_ep_lease_give_back.
  */
-static void lease_grant(struct mrl_ep *ep)
+static void mrl_lease_grant(struct mrl_ep *ep)
 {
 	struct mrl_cq *cqs[2];
 	int i, n;
 
-	if (!quiet(ep) || ep->want_src || ep->lease_off ||
-	    !cq_empty(ep->tx_cq) || !cq_empty(ep->rx_cq))
+	if (!mrl_quiet(ep) || ep->want_src || ep->lease_off ||
+	    !mrl_cq_empty(ep->tx_cq) || !mrl_cq_empty(ep->rx_cq))
 		return;
-	n = lean_cqs(ep, cqs);
+	n = mrl_lean_cqs(ep, cqs);
 	if (!n)
 		return;
 	for (i = 0; i < n; i++) {
@@ -645,7 +645,7 @@ static void lease_grant(struct mrl_ep *ep)
 void mrl_ep_lease_give_back(struct mrl_ep *ep)
 {
 	struct mrl_cq *cqs[2];
-	int i, n = lean_cqs(ep, cqs), left = -1;
+	int i, n = mrl_lean_cqs(ep, cqs), left = -1;
 
 	for (i = 0; i < n; i++) {
 		struct mrl_lease *l = &cqs[i]->lease;
@@ -677,7 +677,7 @@ ssize_t mrl_ep_poll(struct mrl_cq *cq, void *buf, size_t count,
 	mrl_ep_progress(ep);
 	ret = mrl_cq_out_end(cq, count);
 	if (ret == -FI_EAGAIN)
-		lease_grant(ep);
+		mrl_lease_grant(ep);
 	return ret;
 }
 
@@ -686,7 +686,7 @@ ssize_t mrl_ep_poll(struct mrl_cq *cq, void *buf, size_t count,
  * the lease ends, and the batch is handed on as progress would, into the
  * reader's buffer.  The leased poll counted for the tick.
  */
-static ssize_t lease_found(struct mrl_cq *cq, ssize_t n, fi_addr_t *src_addr)
+static ssize_t mrl_progress_lease_found(struct mrl_cq *cq, ssize_t n, fi_addr_t *src_addr)
 {
 	struct mrl_ep *ep = cq->lean_ep;
 	size_t count = cq->lease.count;
@@ -701,21 +701,21 @@ static ssize_t lease_found(struct mrl_cq *cq, ssize_t n, fi_addr_t *src_addr)
 	}
 	mrl_cq_out_begin(cq, cq->lease.buf, count, src_addr);
 	ep->progress_held = true;
-	n = read_outcome(ep, rail, n);
+	n = mrl_read_outcome(ep, rail, n);
 	if (n)
-		rail_batches(ep, rail, cq->lease.e, cq->lease.src, n);
-	progress_end(ep);
+		mrl_rail_batches(ep, rail, cq->lease.e, cq->lease.src, n);
+	mrl_progress_end(ep);
 	return mrl_cq_out_end(cq, count);
 }
 
 ssize_t mrl_lease_found(struct mrl_cq *cq, ssize_t n)
 {
-	return lease_found(cq, n, NULL);
+	return mrl_progress_lease_found(cq, n, NULL);
 }
 
 ssize_t mrl_lease_found_from(struct mrl_cq *cq, ssize_t n)
 {
-	return lease_found(cq, n, cq->lease.src_addr);
+	return mrl_progress_lease_found(cq, n, cq->lease.src_addr);
 }
 
 /* ---- injects, passed whole to rail 0 ------------------------------------ */

@@ -14,33 +14,33 @@ size_t mrl_addr_size(int nrails, size_t rail_addrlen)
 	return sizeof(struct mrl_addr_hdr) + (size_t) nrails * rail_addrlen;
 }
 
-static size_t bitmap_len(size_t rail_addrlen)
+static size_t mrl_bitmap_len(size_t rail_addrlen)
 {
 	return (rail_addrlen + 7) / 8;
 }
 
 /* The bitmap and differing bytes after rail 0's address (delta form). */
-static size_t delta_len(const uint8_t *bitmap, size_t rail_addrlen)
+static size_t mrl_delta_len(const uint8_t *bitmap, size_t rail_addrlen)
 {
-	size_t n = bitmap_len(rail_addrlen), len = n, i;
+	size_t n = mrl_bitmap_len(rail_addrlen), len = n, i;
 
 	for (i = 0; i < n; i++)
 		len += (size_t) __builtin_popcount(bitmap[i]);
 	return len;
 }
 
-static int delta_check(const struct mrl_addr_hdr *hdr, size_t len)
+static int mrl_delta_check(const struct mrl_addr_hdr *hdr, size_t len)
 {
 	size_t alen = hdr->rail_addrlen;
 	const uint8_t *bitmap = mrl_addr_rail(hdr, 1);
 
 	if ((hdr->flags & (MRL_ADDR_CTRL | MRL_ADDR_PARTIAL)) !=
 	    (MRL_ADDR_CTRL | MRL_ADDR_PARTIAL) || alen > MRL_ADDR_DELTA_MAX ||
-	    len < mrl_addr_size(1, alen) + bitmap_len(alen))
+	    len < mrl_addr_size(1, alen) + mrl_bitmap_len(alen))
 		return -1;
 	if ((alen % 8) && (bitmap[alen / 8] >> (alen % 8)))
 		return -1;
-	return len < mrl_addr_size(1, alen) + delta_len(bitmap, alen) ? -1 : 0;
+	return len < mrl_addr_size(1, alen) + mrl_delta_len(bitmap, alen) ? -1 : 0;
 }
 
 int mrl_addr_check(const void *addr, size_t len)
@@ -55,7 +55,7 @@ int mrl_addr_check(const void *addr, size_t len)
 	    (hdr->flags & MRL_ADDR_PARTIAL && hdr->nrails != 1))
 		return -1;
 	if (hdr->flags & MRL_ADDR_CTRL_DELTA)
-		return delta_check(hdr, len);
+		return mrl_delta_check(hdr, len);
 	return len < mrl_addr_len(addr) ? -1 : 0;
 }
 
@@ -65,7 +65,7 @@ size_t mrl_addr_len(const void *addr)
 
 	if (hdr->flags & MRL_ADDR_CTRL_DELTA)
 		return mrl_addr_size(1, hdr->rail_addrlen) +
-		       delta_len(mrl_addr_rail(addr, 1), hdr->rail_addrlen);
+		       mrl_delta_len(mrl_addr_rail(addr, 1), hdr->rail_addrlen);
 	return mrl_addr_size(hdr->nrails + !!(hdr->flags & MRL_ADDR_CTRL),
 			     hdr->rail_addrlen);
 }
@@ -87,7 +87,7 @@ void mrl_addr_expand(const void *addr, void *out)
 	size_t alen = hdr->rail_addrlen, i;
 	const uint8_t *rail0 = mrl_addr_rail(addr, 0);
 	const uint8_t *bitmap = rail0 + alen;
-	const uint8_t *diff = bitmap + bitmap_len(alen);
+	const uint8_t *diff = bitmap + mrl_bitmap_len(alen);
 	struct mrl_addr_hdr *full = out;
 	uint8_t *ctrl = (uint8_t *) (full + 1) + alen;
 
@@ -109,7 +109,7 @@ size_t mrl_addr_delta(const void *full, void *out, size_t have)
 	ctrl = mrl_addr_ctrl(full);
 	if (!ctrl || alen > MRL_ADDR_DELTA_MAX)
 		return 0;
-	size = mrl_addr_size(1, alen) + bitmap_len(alen);
+	size = mrl_addr_size(1, alen) + mrl_bitmap_len(alen);
 	for (i = 0; i < alen; i++)
 		size += ctrl[i] != rail0[i];
 	if (have < size)
@@ -119,8 +119,8 @@ size_t mrl_addr_delta(const void *full, void *out, size_t have)
 	o->flags |= MRL_ADDR_PARTIAL | MRL_ADDR_CTRL_DELTA;
 	memcpy(o + 1, rail0, alen);
 	bitmap = (uint8_t *) (o + 1) + alen;
-	memset(bitmap, 0, bitmap_len(alen));
-	diff = bitmap + bitmap_len(alen);
+	memset(bitmap, 0, mrl_bitmap_len(alen));
+	diff = bitmap + mrl_bitmap_len(alen);
 	for (i = 0; i < alen; i++) {
 		if (ctrl[i] == rail0[i])
 			continue;

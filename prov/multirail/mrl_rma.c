@@ -39,11 +39,6 @@ struct mrl_rma_args {
 /* RMA requests per endpoint: the core's tx size, and at least this. */
 #define MRL_RMA_MIN_REQS	1024
 
-static struct mrl_ep *to_ep(struct fid_ep *ep)
-{
-	return mrl_container_of(ep, struct mrl_ep, ep_fid);
-}
-
 static const struct mrl_engine_ops engine_ops = {
 	.post_chunk = mrl_rma_post_chunk,
 	.op_done = mrl_rma_done,
@@ -61,7 +56,7 @@ struct rma_slot {
 	uint32_t local_near;		/* rails nearest our buffer; 0: any */
 };
 
-static struct rma_slot *slot_of(struct mrl_op *op)
+static struct rma_slot *mrl_slot_of(struct mrl_op *op)
 {
 	return mrl_container_of(op, struct rma_slot, req.op);
 }
@@ -162,14 +157,14 @@ void mrl_rma_fini(struct mrl_ep *ep)
 }
 
 /* What this chunk asks of the core: see mrl_sched_chunk. */
-static unsigned int chunk_needs(struct mrl_ep *ep,
+static unsigned int mrl_chunk_needs(struct mrl_ep *ep,
 				const struct mrl_chunk *chunk)
 {
 	const struct mrl_op *op = chunk->op;
 	struct mrl_sched_chunk c = {
 		.write = op->kind == MRL_OP_WRITE,
 		.delivery_asked = !!(op->flags & FI_DELIVERY_COMPLETE),
-		.announced = slot_of((struct mrl_op *) op)->req.announce,
+		.announced = mrl_slot_of((struct mrl_op *) op)->req.announce,
 		.rail = chunk->rail,
 	};
 
@@ -182,7 +177,7 @@ static unsigned int chunk_needs(struct mrl_ep *ep,
  * A whole op from one buffer, asking nothing of the core but a completion:
  * the core's plain call, which costs it less than the msg form.
  */
-static ssize_t post_plain(struct mrl_ep *ep, const struct mrl_chunk *chunk,
+static ssize_t mrl_post_plain(struct mrl_ep *ep, const struct mrl_chunk *chunk,
 			  uint64_t key)
 {
 	const struct mrl_op *op = chunk->op;
@@ -200,7 +195,7 @@ static ssize_t post_plain(struct mrl_ep *ep, const struct mrl_chunk *chunk,
 			op->raddr, key, ctx);
 }
 
-static ssize_t post_msg(struct mrl_ep *ep, const struct mrl_chunk *chunk,
+static ssize_t mrl_post_msg(struct mrl_ep *ep, const struct mrl_chunk *chunk,
 			uint64_t key, unsigned int needs)
 {
 	const struct mrl_op *op = chunk->op;
@@ -244,15 +239,15 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
 	struct mrl_ep *ep = owner;
 	struct mrl_op *op = chunk->op;
 	struct mrl_peer *peer = op->peer;
-	uint64_t key = slot_of(op)->keyv[chunk->rail];
-	unsigned int needs = chunk_needs(ep, chunk);
+	uint64_t key = mrl_slot_of(op)->keyv[chunk->rail];
+	unsigned int needs = mrl_chunk_needs(ep, chunk);
 	ssize_t ret;
 
 	if (chunk->len == op->len && op->iov_count == 1 &&
 	    !(needs & MRL_SCHED_DELIVERY))
-		ret = post_plain(ep, chunk, key);
+		ret = mrl_post_plain(ep, chunk, key);
 	else
-		ret = post_msg(ep, chunk, key, needs);
+		ret = mrl_post_msg(ep, chunk, key, needs);
 
 	if (!ret) {
 		mrl_health_posted(peer, chunk->rail);
@@ -275,7 +270,7 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
  * The rails' keys for (peer, key) in *keyv (keys, or the entry's own) and
  * how many rails can use them.
  */
-static int resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
+static int mrl_resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 			uint64_t key, uint64_t *keys, const uint64_t **keyv,
 			uint32_t *remote_near)
 {
@@ -349,7 +344,7 @@ int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 			 (unsigned long) dest);
 		return -FI_EINVAL;
 	}
-	ret = resolve_keys(ep, peer, key, keys, &keyv, NULL);
+	ret = mrl_resolve_keys(ep, peer, key, keys, &keyv, NULL);
 	if (ret < 0)
 		return ret;
 	ret = mrl_fence_progress(ep, peer);
@@ -360,7 +355,7 @@ int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 	return 0;
 }
 
-static size_t rma_iov_len(const struct fi_rma_iov *rma, size_t count)
+static size_t mrl_rma_iov_len(const struct fi_rma_iov *rma, size_t count)
 {
 	size_t i, len = 0;
 
@@ -369,7 +364,7 @@ static size_t rma_iov_len(const struct fi_rma_iov *rma, size_t count)
 	return len;
 }
 
-static int check_rma(struct mrl_ep *ep, const struct mrl_rma_args *a)
+static int mrl_check_rma(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
 	size_t len = a->len;
 	size_t i;
@@ -388,9 +383,9 @@ static int check_rma(struct mrl_ep *ep, const struct mrl_rma_args *a)
 			 a->rma_count, MRL_SG_IOV_MAX);
 		return -FI_EINVAL;
 	}
-	if (rma_iov_len(a->rma_iov, a->rma_count) < len) {
+	if (mrl_rma_iov_len(a->rma_iov, a->rma_count) < len) {
 		MRL_WARN(FI_LOG_EP_DATA, "remote iovs of %zu bytes for %zu\n",
-			 rma_iov_len(a->rma_iov, a->rma_count), len);
+			 mrl_rma_iov_len(a->rma_iov, a->rma_count), len);
 		return -FI_EINVAL;
 	}
 	if (len > ep->info->ep_attr->max_msg_size) {
@@ -409,13 +404,8 @@ static int check_rma(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	return 0;
 }
 
-static uint32_t mask_of(int nrails)
-{
-	return nrails >= 32 ? ~0u : (1u << nrails) - 1;
-}
-
 /* Rails an op to peer may stripe over once the peer's keys are known. */
-static int stripe_rails(struct mrl_ep *ep, struct mrl_peer *peer, int known)
+static int mrl_stripe_rails(struct mrl_ep *ep, struct mrl_peer *peer, int known)
 {
 	if ((ep->domain->mr_mode & FI_MR_RAW) || peer->partial ||
 	    known > peer->nrails)
@@ -423,7 +413,7 @@ static int stripe_rails(struct mrl_ep *ep, struct mrl_peer *peer, int known)
 	return peer->nrails;
 }
 
-static uint32_t local_near(const struct mrl_rma_args *a)
+static uint32_t mrl_local_near(const struct mrl_rma_args *a)
 {
 	const struct mrl_mr *mr = a->count && a->desc ? a->desc[0] : NULL;
 
@@ -431,7 +421,7 @@ static uint32_t local_near(const struct mrl_rma_args *a)
 }
 
 /* Device memory is cut by its own rule (mrl_rma_sched_init). */
-static const struct mrl_sched_params *op_sched(const struct mrl_ep *ep,
+static const struct mrl_sched_params *mrl_op_sched(const struct mrl_ep *ep,
 					       const struct mrl_rma_args *a)
 {
 	const struct mrl_mr *mr = a->count && a->desc ? a->desc[0] : NULL;
@@ -445,11 +435,11 @@ static const struct mrl_sched_params *op_sched(const struct mrl_ep *ep,
  * left, else any other rail to it we have a key for; 0 when none is.
  * The op also tells probes where the peer's memory is now.
  */
-static uint32_t usable_rails(struct mrl_peer *peer, uint32_t rails,
+static uint32_t mrl_usable_rails(struct mrl_peer *peer, uint32_t rails,
 			     const struct rma_slot *slot,
 			     const struct mrl_rma_args *a)
 {
-	uint32_t keyed = mask_of(slot->key_rails) & ~peer->rails_down;
+	uint32_t keyed = mrl_rail_mask(slot->key_rails) & ~peer->rails_down;
 
 	mrl_health_note_target(peer, slot->key_rails, slot->keyv,
 			       a->rma_iov->addr, a->kind == MRL_OP_READ);
@@ -458,7 +448,7 @@ static uint32_t usable_rails(struct mrl_peer *peer, uint32_t rails,
 }
 
 /* The engine's op, every field it reads set here (no memset: hot path). */
-static void op_init(struct mrl_ep *ep, struct mrl_op *op,
+static void mrl_op_init(struct mrl_ep *ep, struct mrl_op *op,
 		    const struct mrl_rma_args *a, struct mrl_peer *peer,
 		    const struct mrl_sched_params *sched)
 {
@@ -467,7 +457,7 @@ static void op_init(struct mrl_ep *ep, struct mrl_op *op,
 	op->kind = a->kind;
 	/* the CQ data goes in a message of ours, not in a chunk */
 	op->flags = (a->flags | ep->tx_op_flags) & ~FI_REMOTE_CQ_DATA;
-	slot_of(op)->req.announce = a->kind == MRL_OP_WRITE &&
+	mrl_slot_of(op)->req.announce = a->kind == MRL_OP_WRITE &&
 		((a->flags | ep->tx_op_flags) & FI_REMOTE_CQ_DATA);
 	op->context = a->context;
 	op->data = a->data;
@@ -494,18 +484,18 @@ static void op_init(struct mrl_ep *ep, struct mrl_op *op,
  * for, less the rails out of service; and the peer told of the rails it
  * is about to receive on.
  */
-static uint32_t op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
+static uint32_t mrl_op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 			 struct rma_slot *slot, const struct mrl_rma_args *a,
 			 uint32_t remote_near)
 {
 	uint32_t rails;
 
 	rails = mrl_sched_near(slot->local_near, remote_near,
-			       mask_of(stripe_rails(ep, peer, slot->key_rails)));
+			       mrl_rail_mask(mrl_stripe_rails(ep, peer, slot->key_rails)));
 	if (ep->ctrl_ep || (rails & ~peer->rails_up & ~1u))
 		mrl_ctrl_rails_up(ep, peer, rails);
 	if (peer->rails_down)
-		rails = usable_rails(peer, rails, slot, a);
+		rails = mrl_usable_rails(peer, rails, slot, a);
 	return rails;
 }
 
@@ -515,7 +505,7 @@ static uint32_t op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
  * they were lost with a failed rail it completes with -FI_EIO instead of
  * being raised without them, as a send does.  Domain locked.
  */
-static ssize_t announce_fence(struct mrl_ep *ep, const struct mrl_rma_args *a,
+static ssize_t mrl_announce_fence(struct mrl_ep *ep, const struct mrl_rma_args *a,
 			      struct mrl_peer *peer)
 {
 	int ret = mrl_fence_progress(ep, peer);
@@ -531,7 +521,7 @@ static ssize_t announce_fence(struct mrl_ep *ep, const struct mrl_rma_args *a,
 }
 
 /* A writedata of no bytes: its WRITE_DATA at once. */
-static void announce_now(struct mrl_ep *ep, struct mrl_rma_req *req)
+static void mrl_announce_now(struct mrl_ep *ep, struct mrl_rma_req *req)
 {
 	req->announce = false;
 	mrl_rma_announce(ep, req);
@@ -577,7 +567,7 @@ void mrl_rma_announce_waiting(struct mrl_ep *ep)
 }
 
 /* An op checked, to a peer found: into the engine. */
-static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
+static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 			 struct mrl_peer *peer)
 {
 	const struct mrl_sched_params *sched;
@@ -589,7 +579,7 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 
 	if (a->kind == MRL_OP_WRITE &&
 	    ((a->flags | ep->tx_op_flags) & FI_REMOTE_CQ_DATA)) {
-		ssize_t ret = announce_fence(ep, a, peer);
+		ssize_t ret = mrl_announce_fence(ep, a, peer);
 
 		if (ret)
 			return ret;
@@ -600,17 +590,17 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 		return -FI_EAGAIN;
 	}
 	slot = mrl_container_of(req, struct rma_slot, req);
-	nrails = resolve_keys(ep, peer, a->rma_iov->key, slot->keys,
+	nrails = mrl_resolve_keys(ep, peer, a->rma_iov->key, slot->keys,
 			      &slot->keyv, &remote_near);
 	if (nrails < 0)
 		return nrails;
-	slot->local_near = local_near(a);
+	slot->local_near = mrl_local_near(a);
 	slot->key = a->rma_iov->key;
 	slot->key_rails = nrails;
 	ep->rma_free = req->next_free;
 
-	sched = op_sched(ep, a);
-	op_init(ep, &req->op, a, peer, sched);
+	sched = mrl_op_sched(ep, a);
+	mrl_op_init(ep, &req->op, a, peer, sched);
 
 	/*
 	 * Chunk as if every common rail could be used.  Until the target's
@@ -618,11 +608,11 @@ static ssize_t submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	 * mrl_rma_keys_learned then opens the rest to the chunks not yet
 	 * posted, so an op started early does not stay on one rail.
 	 */
-	rails = op_rails(ep, peer, slot, a, remote_near);
+	rails = mrl_op_rails(ep, peer, slot, a, remote_near);
 	rails = mrl_sched_rails(sched, rails, a->len, ep->engine.busy,
-				&ep->rr_next, &chunk) & mask_of(nrails);
+				&ep->rr_next, &chunk) & mrl_rail_mask(nrails);
 	if (!a->len && req->announce) {
-		announce_now(ep, req);	/* no byte to land first */
+		mrl_announce_now(ep, req);	/* no byte to land first */
 		return 0;
 	}
 	if (!rails && !peer->rails_down)
@@ -666,7 +656,7 @@ struct sg_cursor {
  * The next piece of remote range [.., left bytes) from the local iovs at
  * cur: its iovs in iov/desc (at most MRL_IOV_LIMIT), its length returned.
  */
-static size_t sg_next_piece(const struct mrl_rma_args *a, struct sg_cursor *cur,
+static size_t mrl_sg_next_piece(const struct mrl_rma_args *a, struct sg_cursor *cur,
 			    size_t left, struct iovec *iov, void **desc,
 			    size_t *n)
 {
@@ -693,7 +683,7 @@ static size_t sg_next_piece(const struct mrl_rma_args *a, struct sg_cursor *cur,
 }
 
 /* Pieces of a (sg NULL: counted only), or posted to peer for sg. */
-static size_t sg_walk(struct mrl_ep *ep, const struct mrl_rma_args *a,
+static size_t mrl_sg_walk(struct mrl_ep *ep, const struct mrl_rma_args *a,
 		      struct mrl_peer *peer, struct mrl_rma_sg *sg,
 		      uint64_t piece_flags)
 {
@@ -707,7 +697,7 @@ static size_t sg_walk(struct mrl_ep *ep, const struct mrl_rma_args *a,
 
 	for (r = 0; r < a->rma_count && left; r++) {
 		for (off = 0; off < a->rma_iov[r].len && left; off += len) {
-			len = sg_next_piece(a, &cur, a->rma_iov[r].len - off,
+			len = mrl_sg_next_piece(a, &cur, a->rma_iov[r].len - off,
 					    iov, desc, &n);
 			if (!len)
 				break;
@@ -728,7 +718,7 @@ static size_t sg_walk(struct mrl_ep *ep, const struct mrl_rma_args *a,
 			req = ep->rma_free;
 			req->parent = sg;
 			sg->pending++;
-			if (submit_to(ep, &p, peer)) {
+			if (mrl_submit_to(ep, &p, peer)) {
 				req->parent = NULL;
 				sg->pending--;
 				if (!sg->err)
@@ -740,7 +730,7 @@ static size_t sg_walk(struct mrl_ep *ep, const struct mrl_rma_args *a,
 }
 
 /* Are n requests free (the pieces and the head)? */
-static bool reqs_free(const struct mrl_ep *ep, size_t n)
+static bool mrl_reqs_free(const struct mrl_ep *ep, size_t n)
 {
 	const struct mrl_rma_req *req = ep->rma_free;
 
@@ -749,7 +739,7 @@ static bool reqs_free(const struct mrl_ep *ep, size_t n)
 	return !n;
 }
 
-static void sg_finish(struct mrl_ep *ep, struct mrl_rma_sg *sg)
+static void mrl_sg_finish(struct mrl_ep *ep, struct mrl_rma_sg *sg)
 {
 	struct mrl_rma_req *head = sg->head;
 	int err = sg->err;
@@ -769,14 +759,14 @@ void mrl_rma_piece_done(struct mrl_ep *ep, struct mrl_rma_req *req, int err)
 	if (err && !sg->err)
 		sg->err = err;
 	if (!--sg->pending && sg->all_posted)
-		sg_finish(ep, sg);
+		mrl_sg_finish(ep, sg);
 }
 
 /*
  * Every remote iov's key is checked (and asked for) before any piece
  * goes: a bad one fails the whole op, not its tail.
  */
-static int sg_check_keys(struct mrl_ep *ep, const struct mrl_rma_args *a,
+static int mrl_sg_check_keys(struct mrl_ep *ep, const struct mrl_rma_args *a,
 			 struct mrl_peer *peer)
 {
 	uint64_t keys[MRL_MAX_RAILS];
@@ -787,7 +777,7 @@ static int sg_check_keys(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	for (r = 0; r < a->rma_count; r++) {
 		if (r && a->rma_iov[r].key == a->rma_iov[r - 1].key)
 			continue;
-		ret = resolve_keys(ep, peer, a->rma_iov[r].key, keys, &keyv,
+		ret = mrl_resolve_keys(ep, peer, a->rma_iov[r].key, keys, &keyv,
 				   NULL);
 		if (ret < 0)
 			return ret;
@@ -795,25 +785,25 @@ static int sg_check_keys(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	return 0;
 }
 
-static ssize_t sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
+static ssize_t mrl_sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
 			 struct mrl_peer *peer)
 {
 	uint64_t flags = a->flags | ep->tx_op_flags;
 	bool announce = a->kind == MRL_OP_WRITE && (flags & FI_REMOTE_CQ_DATA);
 	struct mrl_rma_req *head;
 	struct mrl_rma_sg *sg;
-	size_t pieces = sg_walk(ep, a, peer, NULL, 0);
+	size_t pieces = mrl_sg_walk(ep, a, peer, NULL, 0);
 	ssize_t ret;
 
-	ret = sg_check_keys(ep, a, peer);
+	ret = mrl_sg_check_keys(ep, a, peer);
 	if (ret)
 		return ret;
 	if (announce) {
-		ret = announce_fence(ep, a, peer);
+		ret = mrl_announce_fence(ep, a, peer);
 		if (ret)
 			return ret;
 	}
-	if (!reqs_free(ep, pieces + 1)) {
+	if (!mrl_reqs_free(ep, pieces + 1)) {
 		mrl_ep_progress(ep);
 		return -FI_EAGAIN;
 	}
@@ -833,26 +823,26 @@ static ssize_t sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	flags &= ~(FI_REMOTE_CQ_DATA | FI_INJECT);
 	if (announce)
 		flags |= FI_DELIVERY_COMPLETE;
-	sg_walk(ep, a, peer, sg, flags);
+	mrl_sg_walk(ep, a, peer, sg, flags);
 	sg->all_posted = true;
 	if (!sg->pending)
-		sg_finish(ep, sg);	/* every piece done, or none posted */
+		mrl_sg_finish(ep, sg);	/* every piece done, or none posted */
 	ep->rma_general++;
 	return 0;
 }
 
 /* One engine op holds it: one remote iov, MRL_IOV_LIMIT local ones. */
-static bool fits_one_op(const struct mrl_rma_args *a)
+static bool mrl_fits_one_op(const struct mrl_rma_args *a)
 {
 	return a->rma_count == 1 && a->count <= MRL_IOV_LIMIT;
 }
 
-static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
+static ssize_t mrl_rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
 	struct mrl_peer *peer;
 	ssize_t ret;
 
-	ret = check_rma(ep, a);
+	ret = mrl_check_rma(ep, a);
 	if (ret)
 		return ret;
 	peer = mrl_av_peer(ep->av, a->addr);
@@ -861,16 +851,16 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 			 (unsigned long) a->addr);
 		return -FI_EINVAL;
 	}
-	if (!fits_one_op(a) && a->len)
-		return sg_submit(ep, a, peer);
-	if (!fits_one_op(a)) {		/* no byte: nothing to cut */
+	if (!mrl_fits_one_op(a) && a->len)
+		return mrl_sg_submit(ep, a, peer);
+	if (!mrl_fits_one_op(a)) {		/* no byte: nothing to cut */
 		struct mrl_rma_args none = *a;
 
 		none.count = 0;
 		none.rma_count = 1;
-		return submit_to(ep, &none, peer);
+		return mrl_submit_to(ep, &none, peer);
 	}
-	return submit_to(ep, a, peer);
+	return mrl_submit_to(ep, a, peer);
 }
 
 /*
@@ -880,13 +870,13 @@ static ssize_t rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
  * use, so a declined op loses nothing), and in *rails those nearest both
  * buffers (never none: mrl_sched_near gives every rail to the peer where
  * locality says nothing); NULL for a key other than the hint's (see
- * one_rekey).
+ * mrl_one_rekey).
  * *tell: the peer is yet to hear of rails (mrl_ctrl_rails_up; with a
  * control endpoint, of that alone).  Nothing here calls out, so the
  * caller's arguments stay in registers.
  */
 static inline __attribute__((always_inline))
-const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
+const uint64_t *mrl_whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 			   uint64_t key, struct rma_slot *slot,
 			   const struct mrl_mr *mr, uint32_t *rails,
 			   bool *tell)
@@ -916,7 +906,7 @@ const uint64_t *whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
  * with its key, from a buffer near local, take the fast path.  Entries
  * live as long as the peer, and a valid one stays so.
  */
-static void set_key_hint(struct mrl_peer *peer,
+static void mrl_set_key_hint(struct mrl_peer *peer,
 			 const struct mrl_key_entry *entry, uint32_t local)
 {
 	if (entry->state != MRL_KEY_VALID || entry->nrails < peer->nrails ||
@@ -925,10 +915,10 @@ static void set_key_hint(struct mrl_peer *peer,
 	peer->key_hint = entry;
 	peer->hint_local = local;
 	peer->hint_rails = mrl_sched_near(local, entry->near_mask,
-					  mask_of(peer->nrails));
+					  mrl_rail_mask(peer->nrails));
 }
 
-static ssize_t one_rekey(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf,
+static ssize_t mrl_one_rekey(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf,
 			 size_t len, void *desc, fi_addr_t addr, uint64_t raddr,
 			 uint64_t key, void *context, uint64_t data,
 			 uint64_t flags);
@@ -948,11 +938,11 @@ struct one_args {
 };
 
 /*
- * The same, from its parts: the out-of-line ways in (one_locked,
- * one_rekey) take them one by one, so that the fast path's callers keep
+ * The same, from its parts: the out-of-line ways in (mrl_one_locked,
+ * mrl_one_rekey) take them one by one, so that the fast path's callers keep
  * theirs in registers.
  */
-static inline struct one_args one_args_of(enum mrl_op_kind kind, void *buf,
+static inline struct one_args mrl_one_args_of(enum mrl_op_kind kind, void *buf,
 					  size_t len, void *desc,
 					  fi_addr_t addr, uint64_t raddr,
 					  uint64_t key, void *context,
@@ -970,7 +960,7 @@ static inline struct one_args one_args_of(enum mrl_op_kind kind, void *buf,
  * call's kind from the caller's constants (each entry point has its own).
  */
 static inline __attribute__((always_inline))
-ssize_t post_whole(struct mrl_ep *ep, const struct one_args *a,
+ssize_t mrl_post_whole(struct mrl_ep *ep, const struct one_args *a,
 		   const struct mrl_op *op, struct mrl_chunk *chunk,
 		   uint64_t key)
 {
@@ -995,7 +985,7 @@ struct one_rma {
 	struct mrl_rma_args a;
 };
 
-static void one_rma_init(struct one_rma *o, enum mrl_op_kind kind, void *buf,
+static void mrl_one_rma_init(struct one_rma *o, enum mrl_op_kind kind, void *buf,
 			 size_t len, void *desc, uint64_t raddr, uint64_t key,
 			 void *context, uint64_t data, uint64_t flags)
 {
@@ -1014,14 +1004,14 @@ static void one_rma_init(struct one_rma *o, enum mrl_op_kind kind, void *buf,
  * went no further: the general way takes it from the record.
  */
 static ssize_t __attribute__((noinline))
-recorded_general(struct mrl_ep *ep, struct mrl_op *op)
+mrl_recorded_general(struct mrl_ep *ep, struct mrl_op *op)
 {
 	struct one_rma o;
 
-	one_rma_init(&o, op->kind, op->iov[0].iov_base, op->len, op->desc[0],
-		     op->raddr, slot_of(op)->key, op->context, op->data,
+	mrl_one_rma_init(&o, op->kind, op->iov[0].iov_base, op->len, op->desc[0],
+		     op->raddr, mrl_slot_of(op)->key, op->context, op->data,
 		     op->flags);
-	return submit_to(ep, &o.a, op->peer);
+	return mrl_submit_to(ep, &o.a, op->peer);
 }
 
 /*
@@ -1030,14 +1020,14 @@ recorded_general(struct mrl_ep *ep, struct mrl_op *op)
  * the fast path recorded it, goes the general way.
  */
 static ssize_t __attribute__((noinline))
-whole_general(struct mrl_ep *ep, struct mrl_chunk *chunk)
+mrl_whole_general(struct mrl_ep *ep, struct mrl_chunk *chunk)
 {
 	struct mrl_op *op = chunk->op;
 	struct mrl_rma_req *req = mrl_container_of(op, struct mrl_rma_req, op);
 
 	mrl_engine_whole_untake(&ep->engine, chunk);
 	mrl_rma_req_push(&ep->rma_free, req);
-	return recorded_general(ep, op);
+	return mrl_recorded_general(ep, op);
 }
 
 /*
@@ -1046,11 +1036,11 @@ whole_general(struct mrl_ep *ep, struct mrl_chunk *chunk)
  * another), and the general way takes the op.
  */
 static ssize_t __attribute__((noinline))
-whole_refused(struct mrl_ep *ep, struct mrl_chunk *chunk, ssize_t ret)
+mrl_whole_refused(struct mrl_ep *ep, struct mrl_chunk *chunk, ssize_t ret)
 {
 	if (ret == -FI_EAGAIN)
 		mrl_health_refused(ep, chunk->op->peer, chunk->rail);
-	return whole_general(ep, chunk);
+	return mrl_whole_general(ep, chunk);
 }
 
 /*
@@ -1059,16 +1049,16 @@ whole_refused(struct mrl_ep *ep, struct mrl_chunk *chunk, ssize_t ret)
  * call, the fast path's too.
  */
 static ssize_t __attribute__((noinline))
-one_submit(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
+mrl_one_submit(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 	   void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
 	   void *context, uint64_t data, uint64_t flags)
 {
 	struct one_rma o;
 
-	one_rma_init(&o, kind, buf, len, desc, raddr, key, context, data,
+	mrl_one_rma_init(&o, kind, buf, len, desc, raddr, key, context, data,
 		     flags);
 	o.a.addr = addr;
-	return rma_submit(ep, &o.a);
+	return mrl_rma_submit(ep, &o.a);
 }
 
 /*
@@ -1078,17 +1068,17 @@ one_submit(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
  * size, to a peer whose keys we know and whose rails all work, sent
  * whole on one rail with the core's plain call, nothing asked of it but
  * a completion.
- * Where any of that does not hold: rma_submit, which handles every case
- * (and warns of bad input); a key other than the peer's hint: one_rekey
+ * Where any of that does not hold: mrl_rma_submit, which handles every case
+ * (and warns of bad input); a key other than the peer's hint: mrl_one_rekey
  * (with rekey).  The op's state is the general way's, so failover, fences
  * and completion treat both alike.  It is all recorded before the core's
  * call, so that nothing but the chunk need outlive the call (fewer
- * registers to save): where the core refuses, whole_general takes it from
+ * registers to save): where the core refuses, mrl_whole_general takes it from
  * there.  Inline in each caller, so that its arguments stay in registers.
  * Domain locked.
  */
 static inline __attribute__((always_inline))
-ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
+ssize_t mrl_rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 {
 	mrl_assert_locked(ep->domain);
 	const struct mrl_mr *mr = a->desc;
@@ -1104,7 +1094,7 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 	int rail;
 
 	/* the op's kind and CQ data from the entry point alone: see
-	 * post_whole */
+	 * mrl_post_whole */
 	if (a->len - 1 >= ep->whole_max || !req ||
 	    (a->flags & (FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)) ||
 	    (mr ? mr->iface != FI_HMEM_SYSTEM : ep->domain->core_mr_local))
@@ -1113,10 +1103,10 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 	if (!peer || peer->fast_off)
 		goto general;
 	/* rail 0's key alone goes to the request's own keys[] */
-	keyv = whole_keys(ep, peer, a->key, slot_of(&req->op), mr, &rails,
+	keyv = mrl_whole_keys(ep, peer, a->key, mrl_slot_of(&req->op), mr, &rails,
 			  &tell);
-	if (!keyv && rekey)	/* the caller's last call: see one_rekey */
-		return one_rekey(ep, a->kind, a->buf, a->len, a->desc, a->addr,
+	if (!keyv && rekey)	/* the caller's last call: see mrl_one_rekey */
+		return mrl_one_rekey(ep, a->kind, a->buf, a->len, a->desc, a->addr,
 				 a->raddr, a->key, a->context, a->data,
 				 a->flags);
 	if (!keyv)
@@ -1133,59 +1123,59 @@ ssize_t rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 	op->raddr = a->raddr;
 	op->peer = peer;
 	/* for a post again elsewhere (every rail's key: never widened) */
-	slot_of(op)->key = a->key;
-	slot_of(op)->keyv = keyv;
+	mrl_slot_of(op)->key = a->key;
+	mrl_slot_of(op)->keyv = keyv;
 
 	/* from here on the op is recorded: nothing needs the arguments */
 	chunk = mrl_engine_whole_take(&ep->engine, op, rails);
 	if (!chunk)
-		return recorded_general(ep, op);
+		return mrl_recorded_general(ep, op);
 	ep->rma_free = req->next_free;
 	if (__builtin_expect(tell, 0))
 		mrl_ctrl_rails_up(ep, peer, rails);
 	rail = chunk->rail;
 	if (a->kind == MRL_OP_WRITE && rail) {
 		if (mrl_fence_owned_elsewhere(ep, peer))
-			return whole_general(ep, chunk); /* a flush of its own */
+			return mrl_whole_general(ep, chunk); /* a flush of its own */
 		/* ours: a send flushes the rail (marked though the core may
 		 * refuse: a flush more, never one less) */
 		mrl_fence_mark(ep, peer, rail, op->raddr, keyv[rail]);
 	}
-	ret = post_whole(ep, a, op, chunk, keyv[rail]);
+	ret = mrl_post_whole(ep, a, op, chunk, keyv[rail]);
 	if (ret)
-		return whole_refused(ep, chunk, ret);
+		return mrl_whole_refused(ep, chunk, ret);
 	return 0;
 general:
-	return one_submit(ep, a->kind, a->buf, a->len, a->desc, a->addr,
+	return mrl_one_submit(ep, a->kind, a->buf, a->len, a->desc, a->addr,
 			  a->raddr, a->key, a->context, a->data, a->flags);
 }
 
-static ssize_t rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
+static ssize_t mrl_rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
 {
-	struct mrl_ep *ep = to_ep(ep_fid);
+	struct mrl_ep *ep = mrl_ep_of(ep_fid);
 	ssize_t ret;
 
 	mrl_ep_lock(ep);
-	ret = rma_submit(ep, a);
+	ret = mrl_rma_submit(ep, a);
 	mrl_unlock(ep->domain);
 	return ret;
 }
 
 /*
- * rma_one under the domain's lock (FI_THREAD_SAFE and the like), or after
+ * mrl_rma_one under the domain's lock (FI_THREAD_SAFE and the like), or after
  * a quiet poll's lease (struct mrl_lease), which ends here.
  */
 static ssize_t __attribute__((noinline))
-one_locked(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
+mrl_one_locked(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 	   void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
 	   void *context, uint64_t data, uint64_t flags)
 {
-	struct one_args a = one_args_of(kind, buf, len, desc, addr, raddr, key,
+	struct one_args a = mrl_one_args_of(kind, buf, len, desc, addr, raddr, key,
 					context, data, flags);
 	ssize_t ret;
 
 	mrl_ep_lock(ep);
-	ret = rma_whole(ep, &a, true);
+	ret = mrl_rma_whole(ep, &a, true);
 	mrl_unlock(ep->domain);
 	return ret;
 }
@@ -1194,18 +1184,18 @@ one_locked(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
  * Without the lock nothing is called before the fast path declines or
  * posts, so its arguments need no saving: the lock's call is elsewhere,
  * and so is a lease's end (enter_slow: one test for both).
- * Before fi_enable there is no free request: rma_whole declines.
+ * Before fi_enable there is no free request: mrl_rma_whole declines.
  */
 static inline __attribute__((always_inline))
-ssize_t rma_one(struct fid_ep *ep_fid, const struct one_args *a)
+ssize_t mrl_rma_one(struct fid_ep *ep_fid, const struct one_args *a)
 {
-	struct mrl_ep *ep = to_ep(ep_fid);
+	struct mrl_ep *ep = mrl_ep_of(ep_fid);
 
 	if (ep->enter_slow)
-		return one_locked(ep, a->kind, a->buf, a->len, a->desc, a->addr,
+		return mrl_one_locked(ep, a->kind, a->buf, a->len, a->desc, a->addr,
 				  a->raddr, a->key, a->context, a->data,
 				  a->flags);
-	return rma_whole(ep, a, true);
+	return mrl_rma_whole(ep, a, true);
 }
 
 /*
@@ -1217,28 +1207,28 @@ ssize_t rma_one(struct fid_ep *ep_fid, const struct one_args *a)
  * fast path must outlive a call.  Domain locked.
  */
 static ssize_t __attribute__((noinline))
-one_rekey(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
+mrl_one_rekey(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 	  void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
 	  void *context, uint64_t data, uint64_t flags)
 {
-	struct one_args a = one_args_of(kind, buf, len, desc, addr, raddr, key,
+	struct one_args a = mrl_one_args_of(kind, buf, len, desc, addr, raddr, key,
 					context, data, flags);
 	struct mrl_peer *peer = mrl_av_peer(ep->av, addr);
 	const struct mrl_key_entry *entry = mrl_ctrl_key_lookup(ep, peer, key);
 	const struct mrl_mr *mr = desc;
 
 	if (entry)
-		set_key_hint(peer, entry, mr ? mr->near_mask : 0);
-	return rma_whole(ep, &a, false);
+		mrl_set_key_hint(peer, entry, mr ? mr->near_mask : 0);
+	return mrl_rma_whole(ep, &a, false);
 }
 
-/* The iovs' length; 0 for iovs check_rma refuses anyway. */
-static size_t iov_len(const struct iovec *iov, size_t count)
+/* The iovs' length; 0 for iovs mrl_check_rma refuses anyway. */
+static size_t mrl_local_len(const struct iovec *iov, size_t count)
 {
 	return count <= MRL_SG_IOV_MAX && iov ? mrl_iov_len(iov, count) : 0;
 }
 
-static ssize_t rma_msg(struct fid_ep *ep, enum mrl_op_kind kind,
+static ssize_t mrl_rma_msg(struct fid_ep *ep, enum mrl_op_kind kind,
 		       const struct fi_msg_rma *msg, uint64_t flags)
 {
 	struct mrl_rma_args a = {
@@ -1248,12 +1238,12 @@ static ssize_t rma_msg(struct fid_ep *ep, enum mrl_op_kind kind,
 		.context = msg->context, .data = msg->data, .flags = flags,
 	};
 
-	a.len = iov_len(a.iov, a.count);
-	return rma_locked(ep, &a);
+	a.len = mrl_local_len(a.iov, a.count);
+	return mrl_rma_locked(ep, &a);
 }
 
 /* fi_write, fi_read and friends: one remote iov that the local iovs fill. */
-static ssize_t rma_plain(struct fid_ep *ep, enum mrl_op_kind kind,
+static ssize_t mrl_rma_plain(struct fid_ep *ep, enum mrl_op_kind kind,
 			 const struct iovec *iov, void **desc, size_t count,
 			 size_t len, fi_addr_t peer, uint64_t addr,
 			 uint64_t key, void *context, uint64_t data,
@@ -1266,11 +1256,11 @@ static ssize_t rma_plain(struct fid_ep *ep, enum mrl_op_kind kind,
 		.context = context, .data = data, .flags = flags,
 	};
 
-	return rma_locked(ep, &a);
+	return mrl_rma_locked(ep, &a);
 }
 
 /* fi_writev and fi_readv: one iov takes fi_write's and fi_read's way. */
-static ssize_t rma_vec(struct fid_ep *ep, enum mrl_op_kind kind,
+static ssize_t mrl_rma_vec(struct fid_ep *ep, enum mrl_op_kind kind,
 		       const struct iovec *iov, void **desc, size_t count,
 		       fi_addr_t peer, uint64_t addr, uint64_t key,
 		       void *context)
@@ -1281,13 +1271,13 @@ static ssize_t rma_vec(struct fid_ep *ep, enum mrl_op_kind kind,
 	};
 
 	if (count != 1 || !iov)
-		return rma_plain(ep, kind, iov, desc, count,
-				 iov_len(iov, count), peer, addr, key, context,
+		return mrl_rma_plain(ep, kind, iov, desc, count,
+				 mrl_local_len(iov, count), peer, addr, key, context,
 				 0, 0);
 	a.buf = iov[0].iov_base;
 	a.len = iov[0].iov_len;
 	a.desc = desc ? desc[0] : NULL;
-	return rma_one(ep, &a);
+	return mrl_rma_one(ep, &a);
 }
 
 static ssize_t mrl_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
@@ -1298,14 +1288,14 @@ static ssize_t mrl_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
 			 "fi_inject_write\n");
 		return -FI_EINVAL;
 	}
-	return rma_msg(ep, MRL_OP_WRITE, msg, flags);
+	return mrl_rma_msg(ep, MRL_OP_WRITE, msg, flags);
 }
 
 static ssize_t mrl_writev(struct fid_ep *ep, const struct iovec *iov,
 			  void **desc, size_t count, fi_addr_t dest,
 			  uint64_t addr, uint64_t key, void *context)
 {
-	return rma_vec(ep, MRL_OP_WRITE, iov, desc, count, dest, addr, key, context);
+	return mrl_rma_vec(ep, MRL_OP_WRITE, iov, desc, count, dest, addr, key, context);
 }
 
 static ssize_t mrl_write(struct fid_ep *ep, const void *buf, size_t len,
@@ -1318,7 +1308,7 @@ static ssize_t mrl_write(struct fid_ep *ep, const void *buf, size_t len,
 		.context = context,
 	};
 
-	return rma_one(ep, &a);
+	return mrl_rma_one(ep, &a);
 }
 
 static ssize_t mrl_writedata(struct fid_ep *ep, const void *buf, size_t len,
@@ -1331,20 +1321,20 @@ static ssize_t mrl_writedata(struct fid_ep *ep, const void *buf, size_t len,
 		.context = context, .data = data, .flags = FI_REMOTE_CQ_DATA,
 	};
 
-	return rma_one(ep, &a);
+	return mrl_rma_one(ep, &a);
 }
 
 static ssize_t mrl_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
 			   uint64_t flags)
 {
-	return rma_msg(ep, MRL_OP_READ, msg, flags & ~FI_REMOTE_CQ_DATA);
+	return mrl_rma_msg(ep, MRL_OP_READ, msg, flags & ~FI_REMOTE_CQ_DATA);
 }
 
 static ssize_t mrl_readv(struct fid_ep *ep, const struct iovec *iov,
 			 void **desc, size_t count, fi_addr_t src,
 			 uint64_t addr, uint64_t key, void *context)
 {
-	return rma_vec(ep, MRL_OP_READ, iov, desc, count, src, addr, key, context);
+	return mrl_rma_vec(ep, MRL_OP_READ, iov, desc, count, src, addr, key, context);
 }
 
 static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
@@ -1356,7 +1346,7 @@ static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
 		.addr = src, .raddr = addr, .key = key, .context = context,
 	};
 
-	return rma_one(ep, &a);
+	return mrl_rma_one(ep, &a);
 }
 
 /*
@@ -1367,11 +1357,11 @@ static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
  * An inject with CQ data raises the target's entry as fi_writedata does,
  * by a WRITE_DATA behind its bytes (mrl_ctrl_inject_data).
  */
-static ssize_t inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
+static ssize_t mrl_rma_inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 			    uint64_t data, bool with_data, fi_addr_t dest,
 			    uint64_t addr, uint64_t key)
 {
-	struct mrl_ep *ep = to_ep(ep_fid);
+	struct mrl_ep *ep = mrl_ep_of(ep_fid);
 	fi_addr_t caddr;
 	uint64_t key0;
 	ssize_t ret;
@@ -1411,14 +1401,14 @@ out:
 static ssize_t mrl_inject_write(struct fid_ep *ep, const void *buf, size_t len,
 				fi_addr_t dest, uint64_t addr, uint64_t key)
 {
-	return inject_write(ep, buf, len, 0, false, dest, addr, key);
+	return mrl_rma_inject_write(ep, buf, len, 0, false, dest, addr, key);
 }
 
 static ssize_t mrl_inject_writedata(struct fid_ep *ep, const void *buf,
 				    size_t len, uint64_t data, fi_addr_t dest,
 				    uint64_t addr, uint64_t key)
 {
-	return inject_write(ep, buf, len, data, true, dest, addr, key);
+	return mrl_rma_inject_write(ep, buf, len, data, true, dest, addr, key);
 }
 
 struct fi_ops_rma mrl_rma_ops = {
@@ -1439,7 +1429,7 @@ struct keys_learned {
 	const struct mrl_key_entry *entry;
 };
 
-static int rails_of_entry(const struct mrl_peer *peer,
+static int mrl_rails_of_entry(const struct mrl_peer *peer,
 			  const struct mrl_key_entry *entry)
 {
 	return entry->nrails < peer->nrails ? entry->nrails : peer->nrails;
@@ -1451,30 +1441,30 @@ static int rails_of_entry(const struct mrl_peer *peer,
  * chunk stuck there would wait for the core's verdict, the stall watch
  * passing it by).
  */
-static uint32_t keyed_rails(struct mrl_op *op, const struct mrl_peer *peer,
+static uint32_t mrl_keyed_rails(struct mrl_op *op, const struct mrl_peer *peer,
 			    const struct mrl_key_entry *entry)
 {
-	struct rma_slot *slot = slot_of(op);
-	int n = rails_of_entry(peer, entry);
-	uint32_t in_service = mask_of(n) & ~peer->rails_down;
+	struct rma_slot *slot = mrl_slot_of(op);
+	int n = mrl_rails_of_entry(peer, entry);
+	uint32_t in_service = mrl_rail_mask(n) & ~peer->rails_down;
 	uint32_t near = mrl_sched_near(slot->local_near, entry->near_mask,
-				       mask_of(n)) & in_service;
+				       mrl_rail_mask(n)) & in_service;
 
 	slot->keyv = entry->keys;
 	slot->key_rails = n;
 	return near ? near : in_service;
 }
 
-static void widen_op(struct mrl_op *op, void *arg)
+static void mrl_widen_op(struct mrl_op *op, void *arg)
 {
 	const struct keys_learned *kl = arg;
-	struct rma_slot *slot = slot_of(op);
+	struct rma_slot *slot = mrl_slot_of(op);
 	uint32_t rails;
 
 	if (op->peer != kl->peer || slot->key != kl->entry->key ||
-	    rails_of_entry(kl->peer, kl->entry) <= slot->key_rails)
+	    mrl_rails_of_entry(kl->peer, kl->entry) <= slot->key_rails)
 		return;
-	rails = keyed_rails(op, kl->peer, kl->entry);
+	rails = mrl_keyed_rails(op, kl->peer, kl->entry);
 	/* a striped op was cut for all rails; a single-rail op keeps its rail */
 	if (op->chunk_size < op->len && rails)
 		op->rail_mask = rails;
@@ -1484,19 +1474,19 @@ static void widen_op(struct mrl_op *op, void *arg)
  * A parked op's wait is over: it goes on with rails, or with none the
  * engine fails it (no rail it could wait for is left).
  */
-static void unpark(struct mrl_op *op, uint32_t rails)
+static void mrl_unpark(struct mrl_op *op, uint32_t rails)
 {
 	op->rail_mask = rails;
 	op->parked = false;
 }
 
-static void unpark_op(struct mrl_op *op, void *arg)
+static void mrl_unpark_op(struct mrl_op *op, void *arg)
 {
 	const struct keys_learned *kl = arg;
 
 	if (op->parked && op->peer == kl->peer &&
-	    slot_of(op)->key == kl->entry->key)
-		unpark(op, keyed_rails(op, kl->peer, kl->entry));
+	    mrl_slot_of(op)->key == kl->entry->key)
+		mrl_unpark(op, mrl_keyed_rails(op, kl->peer, kl->entry));
 }
 
 /* The target's keys behind one of ours arrived: ops waiting may spread. */
@@ -1507,10 +1497,10 @@ void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 
 	MRL_DBG(FI_LOG_EP_DATA, "key 0x%lx reaches %d rail(s)\n",
 		(unsigned long) entry->key, entry->nrails);
-	mrl_engine_for_each_pending(&ep->engine, widen_op, &kl);
+	mrl_engine_for_each_pending(&ep->engine, mrl_widen_op, &kl);
 	/* parked ops with chunks still in flight too: not on the list */
 	if (ep->parked_ops)
-		mrl_engine_for_each_op(&ep->engine, unpark_op, &kl);
+		mrl_engine_for_each_op(&ep->engine, mrl_unpark_op, &kl);
 }
 
 /*
@@ -1525,7 +1515,7 @@ void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 bool mrl_rma_park(struct mrl_ep *ep, struct mrl_op *op)
 {
 	mrl_assert_locked(ep->domain);
-	struct rma_slot *slot = slot_of(op);
+	struct rma_slot *slot = mrl_slot_of(op);
 	struct mrl_peer *peer = op->peer;
 	const struct mrl_key_entry *e;
 
@@ -1550,7 +1540,7 @@ struct park_review {
  * wait, it has none and the engine fails it.  The lookup asks again a
  * question still due (mrl_ctrl_key_lookup).
  */
-static void review_parked(struct mrl_op *op, void *arg)
+static void mrl_review_parked(struct mrl_op *op, void *arg)
 {
 	struct park_review *pr = arg;
 	struct mrl_peer *peer = op->peer;
@@ -1559,14 +1549,14 @@ static void review_parked(struct mrl_op *op, void *arg)
 	if (!op->parked)
 		return;
 	if (!(peer->rails_down & 1u)) {
-		unpark(op, 1u);		/* rail 0's key is the user's */
+		mrl_unpark(op, 1u);		/* rail 0's key is the user's */
 		return;
 	}
-	e = mrl_ctrl_key_lookup(pr->ep, peer, slot_of(op)->key);
+	e = mrl_ctrl_key_lookup(pr->ep, peer, mrl_slot_of(op)->key);
 	if (e && e->state == MRL_KEY_VALID)
-		unpark(op, keyed_rails(op, peer, e));
+		mrl_unpark(op, mrl_keyed_rails(op, peer, e));
 	else if (!e || !mrl_ctrl_key_awaited(pr->ep, peer, e))
-		unpark(op, 0);
+		mrl_unpark(op, 0);
 	pr->any |= op->parked;
 }
 
@@ -1575,6 +1565,6 @@ void mrl_rma_parked_tick(struct mrl_ep *ep)
 {
 	struct park_review pr = { ep, false };
 
-	mrl_engine_for_each_op(&ep->engine, review_parked, &pr);
+	mrl_engine_for_each_op(&ep->engine, mrl_review_parked, &pr);
 	ep->parked_ops = pr.any;
 }

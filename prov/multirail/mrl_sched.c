@@ -2,7 +2,7 @@
 #include "mrl_sched.h"
 
 /* The k-th rail (counting from 0) of mask. */
-static int nth_rail(uint32_t mask, unsigned int k)
+static int mrl_nth_rail(uint32_t mask, unsigned int k)
 {
 	int r;
 
@@ -14,7 +14,7 @@ static int nth_rail(uint32_t mask, unsigned int k)
 }
 
 /* An op sent whole: one chunk, unless the core caps it. */
-static size_t whole(const struct mrl_sched_params *p, size_t len)
+static size_t mrl_whole(const struct mrl_sched_params *p, size_t len)
 {
 	if (len > p->max_chunk)
 		return p->max_chunk;
@@ -29,13 +29,13 @@ uint32_t mrl_sched_rails_any(const struct mrl_sched_params *p, uint32_t use,
 	int nrails;
 
 	if (!(use & (use - 1))) {		/* one rail */
-		*chunk = whole(p, len);
+		*chunk = mrl_whole(p, len);
 		return use;
 	}
 	nrails = __builtin_popcount(use);
 	if (p->policy == MRL_POLICY_ROUNDROBIN) {
-		*chunk = whole(p, len);
-		return 1u << nth_rail(use, (*rr_next)++ % nrails);
+		*chunk = mrl_whole(p, len);
+		return 1u << mrl_nth_rail(use, (*rr_next)++ % nrails);
 	}
 	/*
 	 * A small op goes whole to the rail with the fewest bytes in flight
@@ -48,14 +48,14 @@ uint32_t mrl_sched_rails_any(const struct mrl_sched_params *p, uint32_t use,
 	 * or more are cut over every rail.
 	 */
 	if (p->policy == MRL_POLICY_AUTO && len < p->stripe_min) {
-		*chunk = whole(p, len);
+		*chunk = mrl_whole(p, len);
 		return use;
 	}
 	if (p->policy == MRL_POLICY_AUTO && len < nrails * p->chunk_size) {
 		uint32_t idle = use & ~busy;
 
 		if (!(idle & (idle - 1))) {
-			*chunk = whole(p, len);
+			*chunk = mrl_whole(p, len);
 			return use;
 		}
 		use = idle;

@@ -10,7 +10,7 @@
  * path's take (mrl_engine_whole_take) finds every rail at its depth, so
  * that a new op does not pass those queued first.
  */
-static void pending_moved(struct mrl_engine *eng)
+static void mrl_pending_moved(struct mrl_engine *eng)
 {
 	eng->whole_depth = mrl_list_empty(&eng->pending) ?
 			   eng->max_chunks_per_rail : 0;
@@ -44,7 +44,7 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	eng->ops = ops;
 	eng->owner = owner;
 	mrl_list_init(&eng->pending);
-	pending_moved(eng);
+	mrl_pending_moved(eng);
 	mrl_list_init(&eng->abandoned);
 
 	/*
@@ -70,7 +70,7 @@ void mrl_engine_fini(struct mrl_engine *eng)
 }
 
 /* Bytes from off to the end of the iov that holds it. */
-static size_t iov_room(const struct mrl_op *op, uint64_t off)
+static size_t mrl_iov_room(const struct mrl_op *op, uint64_t off)
 {
 	size_t i;
 
@@ -83,7 +83,7 @@ static size_t iov_room(const struct mrl_op *op, uint64_t off)
 }
 
 /* The length of the last iov that holds bytes; 0 for an empty op. */
-static size_t last_iov_len(const struct mrl_op *op)
+static size_t mrl_last_iov_len(const struct mrl_op *op)
 {
 	size_t i = op->iov_count;
 
@@ -110,7 +110,7 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 
 	/* A single chunk is its own final chunk: it carries the CQ data. */
 	if (op->len <= chunk_size &&
-	    (!op->one_iov || last_iov_len(op) == op->len)) {
+	    (!op->one_iov || mrl_last_iov_len(op) == op->len)) {
 		op->body_len = 0;
 		return;
 	}
@@ -120,14 +120,14 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 		return;
 	}
 	final = eng->final_size < chunk_size ? eng->final_size : chunk_size;
-	if (op->one_iov && final > last_iov_len(op))
-		final = last_iov_len(op);
+	if (op->one_iov && final > mrl_last_iov_len(op))
+		final = mrl_last_iov_len(op);
 	op->body_len = op->len - final;
 }
 
 
 /* Room, and the rail did not refuse a chunk this pass. */
-static bool rail_has_credit(const struct mrl_engine *eng, int rail,
+static bool mrl_rail_has_credit(const struct mrl_engine *eng, int rail,
 			    const struct mrl_op *op, size_t len)
 {
 	return !(eng->blocked & (1u << rail)) &&
@@ -143,28 +143,28 @@ static bool rail_has_credit(const struct mrl_engine *eng, int rail,
  * share.
  */
 /* Where the turn is: past the last rail, rail 0. */
-static int turn_rail(const struct mrl_engine *eng)
+static int mrl_turn_rail(const struct mrl_engine *eng)
 {
 	int r = eng->turn ? __builtin_ctz(eng->turn) : 0;
 
 	return r < eng->nrails ? r : 0;
 }
 
-static int pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
+static int mrl_pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
 		     size_t len)
 {
 	uint32_t open = op->rail_mask & ~eng->full & ~eng->blocked;
-	int best = -1, i, r = turn_rail(eng);
+	int best = -1, i, r = mrl_turn_rail(eng);
 
 	if (eng->fill_chunks && op->chunk_size >= op->len && open) {
 		r = __builtin_ctz(open);
-		if (rail_has_credit(eng, r, op, len))
+		if (mrl_rail_has_credit(eng, r, op, len))
 			return r;
-		r = turn_rail(eng);
+		r = mrl_turn_rail(eng);
 	}
 	for (i = 0; i < eng->nrails; i++, r = r + 1 < eng->nrails ? r + 1 : 0) {
 		if (!(op->rail_mask & (1u << r)) ||
-		    !rail_has_credit(eng, r, op, len))
+		    !mrl_rail_has_credit(eng, r, op, len))
 			continue;
 		if (best < 0 ||
 		    eng->rail[r].inflight_bytes < eng->rail[best].inflight_bytes)
@@ -177,7 +177,7 @@ static int pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
 
 
 
-static bool op_finished(const struct mrl_op *op)
+static bool mrl_op_finished(const struct mrl_op *op)
 {
 	if (op->inflight)
 		return false;
@@ -186,7 +186,7 @@ static bool op_finished(const struct mrl_op *op)
 }
 
 
-static void finish_op(struct mrl_engine *eng, struct mrl_op *op)
+static void mrl_finish_op(struct mrl_engine *eng, struct mrl_op *op)
 {
 	struct mrl_chunk *chunk;
 	int err;
@@ -197,14 +197,14 @@ static void finish_op(struct mrl_engine *eng, struct mrl_op *op)
 		mrl_chunk_push(eng, chunk);
 	}
 	mrl_list_del(&op->link);
-	pending_moved(eng);
+	mrl_pending_moved(eng);
 	err = op->err;
 	mrl_op_clean(op);
 	eng->ops->op_done(eng->owner, op, err);
 }
 
 /* The op has chunks to post again: back to the pending list. */
-static void requeue(struct mrl_engine *eng, struct mrl_op *op)
+static void mrl_requeue(struct mrl_engine *eng, struct mrl_op *op)
 {
 	mrl_list_del(&op->link);
 	mrl_list_add_tail(&eng->pending, &op->link);
@@ -213,16 +213,16 @@ static void requeue(struct mrl_engine *eng, struct mrl_op *op)
 /*
  * Post chunk (from the free list or the op's redo list) on the op's best
  * rail: 0, -FI_EAGAIN when no rail takes it now, or the core's error.
- * post_chunk may narrow the op's rails (a rail that refuses for too long).
+ * mrl_post_chunk may narrow the op's rails (a rail that refuses for too long).
  */
-static int post_chunk(struct mrl_engine *eng, struct mrl_op *op,
+static int mrl_post_chunk(struct mrl_engine *eng, struct mrl_op *op,
 		      struct mrl_chunk *chunk)
 {
 	struct mrl_rail_credit *rc;
 	int rail, ret;
 
 	for (;;) {
-		rail = pick_rail(eng, op, chunk->len);
+		rail = mrl_pick_rail(eng, op, chunk->len);
 		if (rail < 0)
 			return -FI_EAGAIN;
 		chunk->rail = rail;
@@ -244,7 +244,7 @@ static int post_chunk(struct mrl_engine *eng, struct mrl_op *op,
 }
 
 /* Returns 0 when posted, -FI_EAGAIN when no rail or chunk is available. */
-static int post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
+static int mrl_post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
 		    size_t len, bool final)
 {
 	struct mrl_chunk *chunk = mrl_chunk_pop(eng);
@@ -258,14 +258,14 @@ static int post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
 	chunk->final = final;
 	chunk->orphan = false;
 	chunk->whole = false;
-	ret = post_chunk(eng, op, chunk);
+	ret = mrl_post_chunk(eng, op, chunk);
 	if (ret)
 		mrl_chunk_push(eng, chunk);	/* not taken */
 	return ret;
 }
 
 /* Post what the op's rails accept; true when nothing is left to post. */
-static bool progress_op(struct mrl_engine *eng, struct mrl_op *op)
+static bool mrl_progress_op(struct mrl_engine *eng, struct mrl_op *op)
 {
 	size_t len;
 
@@ -275,16 +275,16 @@ static bool progress_op(struct mrl_engine *eng, struct mrl_op *op)
 		op->err = -FI_EHOSTUNREACH;	/* every rail it had failed */
 	}
 	while (!op->err && !mrl_list_empty(&op->redo)) {
-		if (post_chunk(eng, op, mrl_first_chunk(&op->redo)))
+		if (mrl_post_chunk(eng, op, mrl_first_chunk(&op->redo)))
 			return !!op->err;
 	}
 	while (!op->err && op->next_off < op->body_len) {
 		len = op->body_len - op->next_off;
 		if (len > op->chunk_size)
 			len = op->chunk_size;
-		if (op->one_iov && len > iov_room(op, op->next_off))
-			len = iov_room(op, op->next_off);
-		if (post_one(eng, op, op->next_off, len, false))
+		if (op->one_iov && len > mrl_iov_room(op, op->next_off))
+			len = mrl_iov_room(op, op->next_off);
+		if (mrl_post_one(eng, op, op->next_off, len, false))
 			return !!op->err;
 		op->next_off += len;
 	}
@@ -294,21 +294,21 @@ static bool progress_op(struct mrl_engine *eng, struct mrl_op *op)
 	 * orphan is all that is left) */
 	if (op->inflight > op->orphans)
 		return false;
-	if (post_one(eng, op, op->body_len, op->len - op->body_len, true))
+	if (mrl_post_one(eng, op, op->body_len, op->len - op->body_len, true))
 		return !!op->err;
 	op->final_posted = true;
 	return true;
 }
 
 /* Every chunk of op was handed out: it waits for them, or ends now. */
-static void op_posted(struct mrl_engine *eng, struct mrl_op *op)
+static void mrl_op_posted(struct mrl_engine *eng, struct mrl_op *op)
 {
-	if (op_finished(op)) {
-		finish_op(eng, op);
+	if (mrl_op_finished(op)) {
+		mrl_finish_op(eng, op);
 		return;
 	}
 	mrl_list_del(&op->link);	/* off the pending list */
-	pending_moved(eng);
+	mrl_pending_moved(eng);
 }
 
 void mrl_engine_post_pending(struct mrl_engine *eng)
@@ -320,8 +320,8 @@ void mrl_engine_post_pending(struct mrl_engine *eng)
 	for (cur = eng->pending.next; cur != &eng->pending; cur = next) {
 		next = cur->next;
 		op = mrl_container_of(cur, struct mrl_op, link);
-		if (progress_op(eng, op))
-			op_posted(eng, op);
+		if (mrl_progress_op(eng, op))
+			mrl_op_posted(eng, op);
 	}
 }
 
@@ -334,11 +334,11 @@ void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op)
 	}
 	/* the common case, a small op and nothing queued: no list walk */
 	eng->blocked = 0;
-	if (progress_op(eng, op))
-		op_posted(eng, op);
+	if (mrl_progress_op(eng, op))
+		mrl_op_posted(eng, op);
 	else
 		mrl_list_add_tail(&eng->pending, &op->link);
-	pending_moved(eng);
+	mrl_pending_moved(eng);
 }
 
 
@@ -396,24 +396,24 @@ void mrl_engine_chunk_done_any(struct mrl_engine *eng,
 		 * parked op's, once it has one) */
 		rc->reissued++;
 		mrl_list_add_tail(&op->redo, &chunk->link);
-		requeue(eng, op);
+		mrl_requeue(eng, op);
 		return;
 	} else if (err && !op->err) {
 		op->err = err;
 	}
 	mrl_chunk_push(eng, chunk);
-	if (op_finished(op))
-		finish_op(eng, op);
+	if (mrl_op_finished(op))
+		mrl_finish_op(eng, op);
 }
 
 /* Chunks carrying remote CQ data are never copied: see mrl_engine_reissue. */
-static bool carries_data(const struct mrl_chunk *chunk)
+static bool mrl_carries_data(const struct mrl_chunk *chunk)
 {
 	return chunk->final && (chunk->op->flags & FI_REMOTE_CQ_DATA);
 }
 
 /* The chunk in flight for an op (not abandoned) on rail, or on any (-1). */
-static bool flying_on(const struct mrl_chunk *chunk, int rail)
+static bool mrl_flying_on(const struct mrl_chunk *chunk, int rail)
 {
 	return chunk->in_flight && chunk->op &&
 	       (rail < 0 || chunk->rail == rail);
@@ -428,10 +428,10 @@ int mrl_engine_reissue(struct mrl_engine *eng, int rail)
 
 	for (i = 0; i < eng->pool_size; i++) {
 		chunk = &eng->chunk_pool[i];
-		if (!flying_on(chunk, rail))
+		if (!mrl_flying_on(chunk, rail))
 			continue;
 		op = chunk->op;
-		if (chunk->orphan || carries_data(chunk) || op->err ||
+		if (chunk->orphan || mrl_carries_data(chunk) || op->err ||
 		    (op->rail_mask & (1u << rail)) || !op->rail_mask)
 			continue;
 		copy = mrl_chunk_pop(eng);
@@ -448,7 +448,7 @@ int mrl_engine_reissue(struct mrl_engine *eng, int rail)
 		chunk->whole = false;
 		op->orphans++;
 		eng->rail[rail].reissued++;
-		requeue(eng, op);
+		mrl_requeue(eng, op);
 		n++;
 	}
 	return n;
@@ -458,7 +458,7 @@ int mrl_engine_reissue(struct mrl_engine *eng, int rail)
  * The core keeps chunk, whose op fails now: its credit comes back, its
  * memory waits for the core's verdict.
  */
-static void abandon(struct mrl_engine *eng, struct mrl_chunk *chunk)
+static void mrl_abandon(struct mrl_engine *eng, struct mrl_chunk *chunk)
 {
 	struct mrl_rail_credit *rc = &eng->rail[chunk->rail];
 
@@ -487,15 +487,15 @@ void mrl_engine_fail_ops(struct mrl_engine *eng,
 
 	for (i = 0; i < eng->pool_size; i++) {
 		chunk = &eng->chunk_pool[i];
-		if (!flying_on(chunk, -1) || !match(chunk->op, arg))
+		if (!mrl_flying_on(chunk, -1) || !match(chunk->op, arg))
 			continue;
 		op = chunk->op;
-		abandon(eng, chunk);
+		mrl_abandon(eng, chunk);
 		if (!op->err)
 			op->err = err;
 		if (!op->inflight) {
 			op->orphans = 0;
-			finish_op(eng, op);
+			mrl_finish_op(eng, op);
 		}
 	}
 	for (cur = eng->pending.next; cur != &eng->pending; cur = next) {
@@ -505,7 +505,7 @@ void mrl_engine_fail_ops(struct mrl_engine *eng,
 			continue;
 		if (!op->err)
 			op->err = err;
-		finish_op(eng, op);
+		mrl_finish_op(eng, op);
 	}
 }
 
@@ -519,7 +519,7 @@ void mrl_engine_for_each_op(struct mrl_engine *eng,
 	for (cur = eng->pending.next; cur != &eng->pending; cur = cur->next)
 		fn(mrl_container_of(cur, struct mrl_op, link), arg);
 	for (i = 0; i < eng->pool_size; i++)
-		if (flying_on(&eng->chunk_pool[i], -1))
+		if (mrl_flying_on(&eng->chunk_pool[i], -1))
 			fn(eng->chunk_pool[i].op, arg);
 }
 
@@ -531,7 +531,7 @@ struct mrl_chunk *mrl_engine_find_chunk(struct mrl_engine *eng, int rail,
 	size_t i;
 
 	for (i = 0; i < eng->pool_size; i++)
-		if (flying_on(&eng->chunk_pool[i], rail) &&
+		if (mrl_flying_on(&eng->chunk_pool[i], rail) &&
 		    match(&eng->chunk_pool[i], arg))
 			return &eng->chunk_pool[i];
 	return NULL;

@@ -20,7 +20,7 @@ struct mrl_topo {
 	bool from_xml;
 };
 
-static int errno_ret(void)
+static int mrl_errno_ret(void)
 {
 	return errno > 0 ? -errno : -FI_EOTHER;
 }
@@ -46,7 +46,7 @@ int mrl_topo_open(struct mrl_topo **out, const char *xml_path)
 	if (xml_path) {
 		errno = 0;
 		if (hwloc_topology_set_xml(t->topo, xml_path)) {
-			ret = errno_ret();
+			ret = mrl_errno_ret();
 			goto err;
 		}
 		hwloc_topology_set_io_types_filter(t->topo,
@@ -65,7 +65,7 @@ int mrl_topo_open(struct mrl_topo **out, const char *xml_path)
 	t->from_xml = xml_path != NULL;
 	errno = 0;
 	if (hwloc_topology_load(t->topo)) {
-		ret = errno_ret();
+		ret = mrl_errno_ret();
 		goto err;
 	}
 	*out = t;
@@ -91,7 +91,7 @@ void mrl_topo_loc_unknown(struct mrl_loc *loc)
 }
 
 /* OS index of the one NUMA node the object is local to, else -1. */
-static int obj_numa(struct mrl_topo *t, hwloc_obj_t obj)
+static int mrl_obj_numa(struct mrl_topo *t, hwloc_obj_t obj)
 {
 	hwloc_obj_t cpu_side = hwloc_get_non_io_ancestor_obj(t->topo, obj);
 
@@ -101,13 +101,13 @@ static int obj_numa(struct mrl_topo *t, hwloc_obj_t obj)
 	return hwloc_bitmap_first(cpu_side->nodeset);
 }
 
-static void set_loc(struct mrl_topo *t, hwloc_obj_t obj, struct mrl_loc *loc)
+static void mrl_set_loc(struct mrl_topo *t, hwloc_obj_t obj, struct mrl_loc *loc)
 {
 	loc->obj = obj;
-	loc->numa = obj_numa(t, obj);
+	loc->numa = mrl_obj_numa(t, obj);
 }
 
-static hwloc_obj_t pci_ancestor(hwloc_obj_t obj)
+static hwloc_obj_t mrl_pci_ancestor(hwloc_obj_t obj)
 {
 	for (hwloc_obj_t o = obj; o; o = o->parent) {
 		if (o->type == HWLOC_OBJ_PCI_DEVICE)
@@ -117,7 +117,7 @@ static hwloc_obj_t pci_ancestor(hwloc_obj_t obj)
 }
 
 /* "rdmap16s27-rdm" -> "rdmap16s27": efa names its domains after the NIC. */
-static void strip_domain_suffix(const char *name, char *dev, size_t len)
+static void mrl_strip_domain_suffix(const char *name, char *dev, size_t len)
 {
 	static const char *const suffixes[] = { "-rdm", "-dgrm" };
 	size_t n;
@@ -134,7 +134,7 @@ static void strip_domain_suffix(const char *name, char *dev, size_t len)
 	}
 }
 
-static hwloc_obj_t find_osdev(struct mrl_topo *t, const char *name)
+static hwloc_obj_t mrl_find_osdev(struct mrl_topo *t, const char *name)
 {
 	hwloc_obj_t obj = NULL;
 
@@ -154,12 +154,12 @@ int mrl_topo_rail_locality(struct mrl_topo *topo, const char *domain_name,
 	mrl_topo_loc_unknown(loc);
 	if (!domain_name)
 		return -FI_EINVAL;
-	strip_domain_suffix(domain_name, dev, sizeof(dev));
-	osdev = find_osdev(topo, dev);
+	mrl_strip_domain_suffix(domain_name, dev, sizeof(dev));
+	osdev = mrl_find_osdev(topo, dev);
 	if (!osdev)
 		return -FI_ENOENT;
-	pci = pci_ancestor(osdev);
-	set_loc(topo, pci ? pci : osdev, loc);
+	pci = mrl_pci_ancestor(osdev);
+	mrl_set_loc(topo, pci ? pci : osdev, loc);
 	return 0;
 }
 
@@ -197,7 +197,7 @@ int mrl_topo_gpu_locality(struct mrl_topo *topo, const char *pci_bus_id,
 	pci = hwloc_get_pcidev_by_busidstring(topo->topo, busid);
 	if (!pci)
 		return -FI_ENOENT;
-	set_loc(topo, pci, loc);
+	mrl_set_loc(topo, pci, loc);
 	return 0;
 }
 
@@ -225,14 +225,14 @@ int mrl_topo_numa_os_index(struct mrl_topo *topo, int idx)
 	return node ? (int) node->os_index : -FI_ENOENT;
 }
 
-static int is_gpu(hwloc_obj_t pci)
+static int mrl_is_gpu(hwloc_obj_t pci)
 {
 	return pci->attr->pcidev.vendor_id == 0x10de &&
 	       (pci->attr->pcidev.class_id == 0x0302 ||
 		pci->attr->pcidev.class_id == 0x0300);
 }
 
-static uint64_t pci_key(hwloc_obj_t pci)
+static uint64_t mrl_pci_key(hwloc_obj_t pci)
 {
 	const struct hwloc_pcidev_attr_s *a = &pci->attr->pcidev;
 
@@ -240,15 +240,15 @@ static uint64_t pci_key(hwloc_obj_t pci)
 	       (a->dev << 8) | a->func;
 }
 
-static int cmp_pci(const void *a, const void *b)
+static int mrl_cmp_pci(const void *a, const void *b)
 {
-	uint64_t ka = pci_key(*(const hwloc_obj_t *) a);
-	uint64_t kb = pci_key(*(const hwloc_obj_t *) b);
+	uint64_t ka = mrl_pci_key(*(const hwloc_obj_t *) a);
+	uint64_t kb = mrl_pci_key(*(const hwloc_obj_t *) b);
 
 	return ka < kb ? -1 : ka > kb;
 }
 
-static int format_busid(hwloc_obj_t pci, char *buf, size_t len)
+static int mrl_format_busid(hwloc_obj_t pci, char *buf, size_t len)
 {
 	const struct hwloc_pcidev_attr_s *a = &pci->attr->pcidev;
 
@@ -270,12 +270,12 @@ int mrl_topo_gpu_list(struct mrl_topo *topo,
 	if (!gpus)
 		return -FI_ENOMEM;
 	while ((obj = hwloc_get_next_pcidev(topo->topo, obj)) && n < npci) {
-		if (is_gpu(obj))
+		if (mrl_is_gpu(obj))
 			gpus[n++] = obj;
 	}
-	qsort(gpus, n, sizeof(*gpus), cmp_pci);
+	qsort(gpus, n, sizeof(*gpus), mrl_cmp_pci);
 	for (int i = 0; i < n && i < max; i++)
-		format_busid(gpus[i], bus_ids[i], MRL_TOPO_BUSID_LEN);
+		mrl_format_busid(gpus[i], bus_ids[i], MRL_TOPO_BUSID_LEN);
 	free(gpus);
 	return n;
 }
@@ -289,7 +289,7 @@ void mrl_topo_free_names(char **names)
 	free(names);
 }
 
-static int collect_osdevs(struct mrl_topo *t, hwloc_obj_osdev_type_t type,
+static int mrl_collect_osdevs(struct mrl_topo *t, hwloc_obj_osdev_type_t type,
 			  char **names)
 {
 	hwloc_obj_t obj = NULL;
@@ -320,15 +320,15 @@ int mrl_topo_rail_names(struct mrl_topo *topo, char ***names)
 	int n, ret;
 
 	*names = NULL;
-	n = collect_osdevs(topo, type, NULL);
+	n = mrl_collect_osdevs(topo, type, NULL);
 	if (n <= 0) {
 		type = HWLOC_OBJ_OSDEV_NETWORK;
-		n = collect_osdevs(topo, type, NULL);
+		n = mrl_collect_osdevs(topo, type, NULL);
 	}
 	*names = calloc(n + 1, sizeof(**names));
 	if (!*names)
 		return -FI_ENOMEM;
-	ret = collect_osdevs(topo, type, *names);
+	ret = mrl_collect_osdevs(topo, type, *names);
 	if (ret < 0) {
 		mrl_topo_free_names(*names);
 		*names = NULL;
@@ -345,11 +345,11 @@ int mrl_topo_loc_busid(const struct mrl_loc *loc, char *buf, size_t len)
 		snprintf(buf, len, "-");
 		return -FI_ENOENT;
 	}
-	return format_busid(obj, buf, len);
+	return mrl_format_busid(obj, buf, len);
 }
 
 /* Walks parents: hwloc_get_common_ancestor_obj crashed on mixed depths. */
-static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b)
+static hwloc_obj_t mrl_common_ancestor(hwloc_obj_t a, hwloc_obj_t b)
 {
 	for (hwloc_obj_t x = a; x; x = x->parent) {
 		for (hwloc_obj_t y = b; y; y = y->parent) {
@@ -365,7 +365,7 @@ static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b)
  * machine (a VM's flat bus, or firmware without locality); sharing it
  * says nothing about distance.
  */
-static int hostbridge_is_local(hwloc_obj_t bridge)
+static int mrl_hostbridge_is_local(hwloc_obj_t bridge)
 {
 	hwloc_obj_t p = bridge->parent;
 
@@ -374,7 +374,7 @@ static int hostbridge_is_local(hwloc_obj_t bridge)
 	return p && p->nodeset && hwloc_bitmap_weight(p->nodeset) == 1;
 }
 
-static int pci_class(hwloc_obj_t common)
+static int mrl_pci_class(hwloc_obj_t common)
 {
 	switch (common->type) {
 	case HWLOC_OBJ_PCI_DEVICE:
@@ -384,7 +384,7 @@ static int pci_class(hwloc_obj_t common)
 		if (common->attr->bridge.upstream_type !=
 		    HWLOC_OBJ_BRIDGE_HOST)
 			return MRL_TOPO_SWITCH;
-		return hostbridge_is_local(common) ? MRL_TOPO_HOSTBRIDGE :
+		return mrl_hostbridge_is_local(common) ? MRL_TOPO_HOSTBRIDGE :
 						     MRL_TOPO_UNKNOWN;
 	default:
 		return MRL_TOPO_UNKNOWN;
@@ -397,9 +397,9 @@ int mrl_topo_distance(const struct mrl_loc *a, const struct mrl_loc *b)
 	int d;
 
 	if (a->obj && b->obj) {
-		common = common_ancestor(a->obj, b->obj);
+		common = mrl_common_ancestor(a->obj, b->obj);
 		if (common) {
-			d = pci_class(common);
+			d = mrl_pci_class(common);
 			if (d != MRL_TOPO_UNKNOWN)
 				return d;
 		}
@@ -467,7 +467,7 @@ int mrl_topo_choose(struct mrl_topo *topo, const struct mrl_loc *target,
 	return n;
 }
 
-static int single_node(hwloc_const_nodeset_t set)
+static int mrl_single_node(hwloc_const_nodeset_t set)
 {
 	return hwloc_bitmap_weight(set) == 1 ? hwloc_bitmap_first(set) : -1;
 }
@@ -497,7 +497,7 @@ int mrl_topo_buffer_numa(struct mrl_topo *topo, const void *buf, size_t len)
 		hwloc_bitmap_or(set, set, page);
 		off += step;
 	} while (step && off < len);
-	node = single_node(set);
+	node = mrl_single_node(set);
 out:
 	hwloc_bitmap_free(page);
 	hwloc_bitmap_free(set);
@@ -520,7 +520,7 @@ int mrl_topo_thread_numa(struct mrl_topo *topo)
 	    !(topo->from_xml &&
 	      hwloc_bitmap_weight(cpus) >= sysconf(_SC_NPROCESSORS_ONLN))) {
 		hwloc_cpuset_to_nodeset(topo->topo, cpus, nodes);
-		node = single_node(nodes);
+		node = mrl_single_node(nodes);
 	}
 	hwloc_bitmap_free(cpus);
 	hwloc_bitmap_free(nodes);
