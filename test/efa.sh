@@ -122,10 +122,10 @@ FI_MULTIRAIL_RAIL_TIMEOUT_MS=1000 rma -o write -X 16 -S 16777216 -W 8 -J 3000
 # for 1.5 s after its 50th: the failed chunks go to the other rails, every
 # op succeeds, and a probe brings the rail back.  The fault starts with a
 # transmit of bytes (the test provider does not count zero-byte fences),
-# and small ops are spread (FILL_OPS=1): it starts under chunks, as these
-# cases mean.
+# and every op is cut in 4 KiB chunks over the rails: it starts under
+# chunks, as these cases mean.
 (
-export FI_MULTIRAIL_FILL_OPS=1
+export FI_MULTIRAIL_STRIPE_MIN=2048 FI_MULTIRAIL_CHUNK_SIZE=4096
 # A stall that begins under a send's fence (FAIL_START=fence), nothing else
 # on the rail: the fence counts as the rail's work, the rail goes out after
 # the deadline, and the send goes on (over efa a completed write has

@@ -82,11 +82,6 @@ struct mrl_params {
 	size_t stripe_min;
 	size_t hmem_chunk_size;	/* 0: by the core (mrl_rma_sched_init) */
 	size_t hmem_stripe_min;	/* 0: by the core */
-	int rail_depth;		/* chunks in flight per rail */
-	size_t rail_bytes;	/* bytes in flight per rail */
-	int fill_ops;		/* small ops a rail takes before the next */
-	size_t fill_bytes;
-	int fill_adapt;		/* rails earn their byte level */
 	char *policy;
 	char *topo_xml;		/* hwloc XML instead of this host */
 	int rails_per_gpu;	/* 0: every rail of the closest class */

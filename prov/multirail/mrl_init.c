@@ -876,23 +876,6 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	{ "hmem_chunk_size", FI_PARAM_SIZE_T, &mrl_params.hmem_chunk_size,
 	  0, 0, "Largest piece of a striped device-memory operation on one "
 	  "rail; 0: chunk_size" },
-	{ "rail_depth", FI_PARAM_INT, &mrl_params.rail_depth,
-	  64, 1, "Most chunks in flight on one rail" },
-	{ "rail_bytes", FI_PARAM_SIZE_T, &mrl_params.rail_bytes,
-	  2 * 1024 * 1024, 1,
-	  "Most bytes in flight on one rail; the next chunk goes to the "
-	  "rail that drains first (not device memory over shm)" },
-	{ "fill_ops", FI_PARAM_INT, &mrl_params.fill_ops, 16, 1,
-	  "Ops sent whole (below stripe_min) fill the first rail with room "
-	  "up to this many in flight before the next rail takes any (fewer "
-	  "rails to poll, less CPU per op); 1 spreads them" },
-	{ "fill_bytes", FI_PARAM_SIZE_T, &mrl_params.fill_bytes,
-	  64 * 1024, 1, "And up to this many bytes in flight" },
-	{ "fill_adapt", FI_PARAM_INT, &mrl_params.fill_adapt, 1, 0,
-	  "1: a rail earns its byte level (up to fill_bytes) by keeping up; "
-	  "a read that finds nothing while it holds ops halves it, and the "
-	  "next ops go to other rails; until every rail in use is at "
-	  "fill_bytes, idle rails take them first; 0: fixed at fill_bytes" },
 	{ "policy", FI_PARAM_STRING, &mrl_params.policy, 0, 0,
 	  "auto (small ops fill a rail, then the next; large ops split), "
 	  "split (every op over all rails) or roundrobin (whole ops "

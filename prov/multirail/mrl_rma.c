@@ -36,6 +36,21 @@ struct mrl_rma_args {
 	uint64_t flags;
 };
 
+/*
+ * What one rail holds in flight: at most MRL_RAIL_DEPTH chunks and
+ * MRL_RAIL_BYTES bytes, so that a rail's next chunk goes to whichever
+ * drains first (2 MiB keeps a 100 Gbit/s NIC busy over a 100 us round
+ * trip).  Ops under the stripe size fill the first rail with room up to
+ * MRL_FILL_OPS ops and MRL_FILL_BYTES bytes before the next takes any
+ * (fewer rails to poll, less CPU per op), each rail earning its byte level
+ * by keeping up (mrl_stripe.c, fill_adapt): docs/perf.md has the runs
+ * behind these.
+ */
+#define MRL_RAIL_DEPTH		64
+#define MRL_RAIL_BYTES		(2 * 1024 * 1024)
+#define MRL_FILL_OPS		16
+#define MRL_FILL_BYTES		(64 * 1024)
+
 /* RMA requests per endpoint: the core's tx size, and at least this. */
 #define MRL_RMA_MIN_REQS	1024
 
@@ -65,11 +80,11 @@ int mrl_rma_init(struct mrl_ep *ep)
 {
 	struct mrl_engine_attr attr = {
 		.nrails = ep->nrails,
-		.max_chunks_per_rail = mrl_params.rail_depth,
-		.max_bytes_per_rail = mrl_params.rail_bytes,
-		.fill_chunks = mrl_params.fill_ops,
-		.fill_bytes = mrl_params.fill_bytes,
-		.fill_adapt = mrl_params.fill_adapt,
+		.max_chunks_per_rail = MRL_RAIL_DEPTH,
+		.max_bytes_per_rail = MRL_RAIL_BYTES,
+		.fill_chunks = MRL_FILL_OPS,
+		.fill_bytes = MRL_FILL_BYTES,
+		.fill_adapt = true,
 	};
 	struct rma_slot *slots;
 	size_t i, n = ep->domain->rails[0].info->tx_attr->size;
