@@ -36,10 +36,8 @@ struct fake {
 	int done_err;
 	size_t max_chunk_seen;
 	int rail_chunks[MRL_MAX_RAILS];
-	int final_posted_with_body_inflight;
 	int spans_iovs;			/* one_iov chunks across two iovs */
 	unsigned char *placed;		/* times each byte completed */
-	int data_posts;			/* chunks posted with the CQ data */
 };
 
 /* Does [off, off + len) lie within one of the op's iovs? */
@@ -67,9 +65,6 @@ static int fake_post(void *owner, struct mrl_chunk *c)
 	f->post_count++;
 	if (f->fail_post_at && f->post_count == f->fail_post_at)
 		return -FI_EIO;
-	for (i = 0; c->final && i < (size_t) f->nposted; i++)
-		if (f->posted[i]->op == c->op)
-			f->final_posted_with_body_inflight++;
 	for (i = 0; i < c->len && f->covered; i++)
 		f->covered[c->offset + i]++;
 	if (c->len > f->max_chunk_seen)
@@ -77,8 +72,6 @@ static int fake_post(void *owner, struct mrl_chunk *c)
 	if (c->op->one_iov && !within_one_iov(c->op, c->offset, c->len))
 		f->spans_iovs++;
 	f->rail_chunks[c->rail]++;
-	if (c->final && (c->op->flags & FI_REMOTE_CQ_DATA))
-		f->data_posts++;
 	f->posted[f->nposted++] = c;
 	return 0;
 }
@@ -137,7 +130,6 @@ static void setup(struct mrl_engine *eng, struct fake *f, int nrails,
 		.nrails = nrails,
 		.max_chunks_per_rail = chunks,
 		.max_bytes_per_rail = bytes,
-		.final_size = 4096,
 	};
 
 	setup_attr(eng, f, &attr);
@@ -149,7 +141,7 @@ static void setup_fill(struct mrl_engine *eng, struct fake *f, int nrails,
 {
 	struct mrl_engine_attr attr = {
 		.nrails = nrails, .max_chunks_per_rail = depth,
-		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
+		.max_bytes_per_rail = 1 << 20,
 		.fill_chunks = fill_chunks, .fill_bytes = fill_bytes,
 	};
 
@@ -221,48 +213,12 @@ static void test_exactly_once_many_ops(void)
 
 	setup(&eng, &f, 3, 8, 1 << 20);
 	for (i = 0; i < 64; i++) {
-		init_op(&ops[i], sizes[i % 7], i & 1 ? FI_REMOTE_CQ_DATA : 0);
+		init_op(&ops[i], sizes[i % 7], i & 1 ? FI_DELIVERY_COMPLETE : 0);
 		mrl_op_prepare(&eng, &ops[i], 0x7, 256 * 1024);
 		mrl_engine_submit(&eng, &ops[i]);
 	}
 	drain(&eng, &f, 2);
 	CHECK(f.done_calls == 64, "%d completions for 64 ops", f.done_calls);
-	CHECK(f.final_posted_with_body_inflight == 0,
-	      "final chunk posted while body in flight (%d)",
-	      f.final_posted_with_body_inflight);
-	mrl_engine_fini(&eng);
-}
-
-static void test_final_chunk_last(void)
-{
-	struct mrl_engine eng;
-	struct mrl_op op;
-	struct fake f;
-	size_t len = 5 * 1000 * 1000;
-	int i, finals = 0;
-
-	setup(&eng, &f, 4, 16, 64 << 20);
-	f.covered = calloc(1, len);
-	init_op(&op, len, FI_REMOTE_CQ_DATA);
-	mrl_op_prepare(&eng, &op, 0xf, 1 << 20);
-	mrl_engine_submit(&eng, &op);
-	for (i = 0; i < f.nposted; i++)
-		finals += f.posted[i]->final;
-	CHECK(finals == 0, "final chunk posted with the body");
-	drain(&eng, &f, 3);
-	check_coverage(&f, len);
-	CHECK(f.final_posted_with_body_inflight == 0, "final before body");
-	CHECK(f.done_calls == 1, "done %d", f.done_calls);
-
-	/* A single-chunk op is its own final chunk. */
-	memset(f.covered, 0, len);
-	init_op(&op, 100, FI_REMOTE_CQ_DATA);
-	mrl_op_prepare(&eng, &op, 0xf, 1 << 20);
-	mrl_engine_submit(&eng, &op);
-	CHECK(f.nposted == 1 && f.posted[0]->final, "single chunk not final");
-	drain(&eng, &f, 4);
-	CHECK(f.done_calls == 2, "done %d", f.done_calls);
-	free(f.covered);
 	mrl_engine_fini(&eng);
 }
 
@@ -273,11 +229,11 @@ static void test_one_iov(void)
 	struct mrl_engine eng;
 	struct mrl_op op;
 	struct fake f;
-	int i, finals = 0;
+	int i;
 
 	setup(&eng, &f, 2, 16, 64 << 20);
 	f.covered = calloc(1, len);
-	init_op(&op, len, FI_REMOTE_CQ_DATA);
+	init_op(&op, len, 0);
 	op.one_iov = true;
 	op.iov_count = 4;
 	for (i = 0; i < 4; i++)
@@ -287,23 +243,20 @@ static void test_one_iov(void)
 	drain(&eng, &f, 9);
 	check_coverage(&f, len);
 	CHECK(!f.spans_iovs, "%d chunks across iovs", f.spans_iovs);
-	CHECK(f.final_posted_with_body_inflight == 0, "final before body");
 	CHECK(f.done_calls == 1, "done %d", f.done_calls);
 
-	/* two iovs smaller than a chunk: two chunks, the data on the last */
+	/* two iovs smaller than a chunk: two chunks, at once */
 	free(f.covered);
 	memset(&f, 0, sizeof(f));
 	f.covered = calloc(1, 200);
-	init_op(&op, 200, FI_REMOTE_CQ_DATA);
+	init_op(&op, 200, 0);
 	op.one_iov = true;
 	op.iov_count = 2;
 	op.iov[0].iov_len = op.iov[1].iov_len = 100;
 	mrl_op_prepare(&eng, &op, 0x3, 65536);
 	mrl_engine_submit(&eng, &op);
-	for (i = 0; i < f.nposted; i++)
-		finals += f.posted[i]->final;
-	CHECK(f.nposted == 1 && !finals, "%d posted, %d final, before the "
-	      "first completed", f.nposted, finals);
+	CHECK(f.nposted == 2, "%d posted before the first completed",
+	      f.nposted);
 	drain(&eng, &f, 10);
 	check_coverage(&f, 200);
 	CHECK(!f.spans_iovs, "%d chunks across iovs", f.spans_iovs);
@@ -320,7 +273,7 @@ static void test_error_propagation(void)
 	int posted_before;
 
 	setup(&eng, &f, 4, 2, 1 << 30);
-	init_op(&op, 64 << 20, FI_REMOTE_CQ_DATA);
+	init_op(&op, 64 << 20, 0);
 	mrl_op_prepare(&eng, &op, 0xf, 1 << 20);
 	mrl_engine_submit(&eng, &op);
 	complete_at(&eng, &f, 0, -FI_EIO);
@@ -332,8 +285,6 @@ static void test_error_propagation(void)
 		complete_at(&eng, &f, 0, 0);
 	CHECK(f.done_calls == 1 && f.done_err == -FI_EIO,
 	      "done %d err %d", f.done_calls, f.done_err);
-	for (int i = 0; i < f.nposted; i++)
-		CHECK(!f.posted[i]->final, "final posted after error");
 	check_clean(&op, "a failed op of many chunks");
 
 	/* A post that fails with nothing in flight completes at once. */
@@ -492,7 +443,7 @@ static void test_rail_failure_reissue(void)
 	setup(&eng, &f, 4, 4, 1 << 30);
 	f.covered = calloc(1, len);
 	f.placed = calloc(1, len);
-	init_op(&op, len, FI_REMOTE_CQ_DATA);
+	init_op(&op, len, 0);
 	mrl_op_prepare(&eng, &op, 0xf, 256 << 10);
 	mrl_engine_submit(&eng, &op);
 	CHECK(f.rail_chunks[2] > 0, "rail 2 got no chunk");
@@ -508,8 +459,6 @@ static void test_rail_failure_reissue(void)
 	CHECK(f.done_calls == 1 && f.done_err == 0, "done %d err %d",
 	      f.done_calls, f.done_err);
 	check_placed(&f, len);
-	CHECK(f.data_posts == 1, "CQ data posted %d times", f.data_posts);
-	CHECK(f.final_posted_with_body_inflight == 0, "final before body");
 	CHECK(mrl_engine_idle(&eng), "engine not idle");
 	free(f.covered);
 	free(f.placed);
@@ -595,9 +544,8 @@ static void test_parked(void)
 
 /*
  * Chunks stuck on a rail: copied to the other rails, which place the
- * bytes and let writedata's final chunk go; the op completes only when
- * the core gave the originals back, whatever their verdict.  The chunk
- * carrying the CQ data is never copied.
+ * bytes; the op completes only when the core gave the originals back,
+ * whatever their verdict.  An op of one chunk is copied as any.
  */
 static void test_reissue_stuck(void)
 {
@@ -610,7 +558,7 @@ static void test_reissue_stuck(void)
 	setup(&eng, &f, 4, 4, 1 << 30);
 	f.covered = calloc(1, len);
 	f.placed = calloc(1, len);
-	init_op(&op, len, FI_REMOTE_CQ_DATA);
+	init_op(&op, len, 0);
 	mrl_op_prepare(&eng, &op, 0xf, 128 << 10);
 	mrl_engine_submit(&eng, &op);
 	stuck = f.rail_chunks[1];
@@ -619,17 +567,17 @@ static void test_reissue_stuck(void)
 	CHECK(copies == stuck, "%d copies of %d stuck", copies, stuck);
 	CHECK(mrl_engine_reissue(&eng, 1) == 0, "copied twice");
 	/* everything but rail 1 completes */
-	for (i = 0; i < 10000 && f.data_posts == 0; i++) {
+	for (i = 0; i < 10000; i++) {
 		int j;
 
 		for (j = 0; j < f.nposted; j++)
 			if (f.posted[j]->rail != 1)
 				break;
-		if (j < f.nposted)
-			complete_at(&eng, &f, j, 0);
+		if (j == f.nposted)
+			break;
+		complete_at(&eng, &f, j, 0);
 		mrl_engine_progress(&eng);
 	}
-	CHECK(f.data_posts == 1, "final chunk not posted while orphans stuck");
 	for (i = 0; i < f.nposted; i++)
 		if (f.posted[i]->rail != 1)
 			complete_at(&eng, &f, i--, 0);
@@ -639,18 +587,19 @@ static void test_reissue_stuck(void)
 	CHECK(f.done_calls == 1 && f.done_err == 0, "done %d err %d",
 	      f.done_calls, f.done_err);
 
-	/* a single-chunk writedata: never copied */
-	init_op(&op1, 100, FI_REMOTE_CQ_DATA);
+	/* an op of one chunk: copied to rail 0, done once the original came
+	 * back */
+	init_op(&op1, 100, 0);
 	mrl_op_prepare(&eng, &op1, 0x2, 1 << 20);
 	mrl_engine_submit(&eng, &op1);
 	op1.rail_mask = 0x1;
-	CHECK(mrl_engine_reissue(&eng, 1) == 0, "CQ data chunk copied");
+	CHECK(mrl_engine_reissue(&eng, 1) == 1, "one-chunk op not copied");
+	complete_rail(&eng, &f, 0, 0);
+	CHECK(f.done_calls == 1, "op completed while the core holds its chunk");
 	complete_rail(&eng, &f, 1, -FI_EIO);	/* the core's verdict */
 	drain(&eng, &f, 12);
 	CHECK(f.done_calls == 2 && f.done_err == 0, "done %d err %d",
 	      f.done_calls, f.done_err);
-	/* posted again once the core said it failed */
-	CHECK(f.data_posts == 3, "CQ data posts %d", f.data_posts);
 	CHECK(mrl_engine_idle(&eng), "engine not idle");
 	free(f.covered);
 	free(f.placed);
@@ -1069,7 +1018,7 @@ static void test_fill_adapt(void)
 {
 	struct mrl_engine_attr attr = {
 		.nrails = 4, .max_chunks_per_rail = 64,
-		.max_bytes_per_rail = 1 << 20, .final_size = 4096,
+		.max_bytes_per_rail = 1 << 20,
 		.fill_chunks = 16, .fill_bytes = 65536, .fill_adapt = true,
 	};
 	struct mrl_op ops[32];
@@ -1152,7 +1101,7 @@ static void test_fill_adapt(void)
 /* 8 rails whose byte levels adapt, as the spreading tests take them. */
 static const struct mrl_engine_attr spread_attr = {
 	.nrails = 8, .max_chunks_per_rail = 64,
-	.max_bytes_per_rail = 1 << 20, .final_size = 4096,
+	.max_bytes_per_rail = 1 << 20,
 	.fill_chunks = 16, .fill_bytes = 65536, .fill_adapt = true,
 };
 
@@ -1363,7 +1312,6 @@ int main(void)
 	test_whole_batch_returned();
 	test_unmetered();
 	test_exactly_once_many_ops();
-	test_final_chunk_last();
 	test_one_iov();
 	test_error_propagation();
 	test_eagain_queueing();

@@ -29,7 +29,6 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	eng->nrails = attr->nrails;
 	eng->max_chunks_per_rail = attr->max_chunks_per_rail;
 	eng->max_bytes_per_rail = attr->max_bytes_per_rail;
-	eng->final_size = attr->final_size ? attr->final_size : 1;
 	eng->fill_chunks = attr->fill_chunks < attr->max_chunks_per_rail ?
 			   attr->fill_chunks : attr->max_chunks_per_rail;
 	eng->fill_bytes = attr->fill_bytes &&
@@ -96,8 +95,7 @@ static size_t mrl_last_iov_len(const struct mrl_op *op)
 void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 		    uint32_t rail_mask, size_t chunk_size)
 {
-	size_t final;
-
+	(void) eng;
 	op->rail_mask = rail_mask;
 	op->chunk_size = chunk_size;
 	op->next_off = 0;
@@ -108,21 +106,14 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 	mrl_list_init(&op->link);
 	mrl_list_init(&op->redo);
 
-	/* A single chunk is its own final chunk: it carries the CQ data. */
+	/* An op of one chunk (of no byte, too) is posted as its final chunk */
 	if (op->len <= chunk_size &&
 	    (!op->one_iov || mrl_last_iov_len(op) == op->len)) {
 		op->body_len = 0;
 		return;
 	}
-	if (!(op->flags & FI_REMOTE_CQ_DATA)) {
-		op->body_len = op->len;
-		op->final_posted = true;	/* nothing held back */
-		return;
-	}
-	final = eng->final_size < chunk_size ? eng->final_size : chunk_size;
-	if (op->one_iov && final > mrl_last_iov_len(op))
-		final = mrl_last_iov_len(op);
-	op->body_len = op->len - final;
+	op->body_len = op->len;
+	op->final_posted = true;
 }
 
 
@@ -245,7 +236,7 @@ static int mrl_post_chunk(struct mrl_engine *eng, struct mrl_op *op,
 
 /* Returns 0 when posted, -FI_EAGAIN when no rail or chunk is available. */
 static int mrl_post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
-		    size_t len, bool final)
+		    size_t len)
 {
 	struct mrl_chunk *chunk = mrl_chunk_pop(eng);
 	int ret;
@@ -255,7 +246,6 @@ static int mrl_post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
 	chunk->op = op;
 	chunk->offset = off;
 	chunk->len = len;
-	chunk->final = final;
 	chunk->orphan = false;
 	chunk->whole = false;
 	ret = mrl_post_chunk(eng, op, chunk);
@@ -284,17 +274,13 @@ static bool mrl_progress_op(struct mrl_engine *eng, struct mrl_op *op)
 			len = op->chunk_size;
 		if (op->one_iov && len > mrl_iov_room(op, op->next_off))
 			len = mrl_iov_room(op, op->next_off);
-		if (mrl_post_one(eng, op, op->next_off, len, false))
+		if (mrl_post_one(eng, op, op->next_off, len))
 			return !!op->err;
 		op->next_off += len;
 	}
 	if (op->err || op->final_posted)
 		return true;
-	/* the final chunk waits for the whole body (copies placed it when an
-	 * orphan is all that is left) */
-	if (op->inflight > op->orphans)
-		return false;
-	if (mrl_post_one(eng, op, op->body_len, op->len - op->body_len, true))
+	if (mrl_post_one(eng, op, op->body_len, op->len - op->body_len))
 		return !!op->err;
 	op->final_posted = true;
 	return true;
@@ -406,12 +392,6 @@ void mrl_engine_chunk_done_any(struct mrl_engine *eng,
 		mrl_finish_op(eng, op);
 }
 
-/* Chunks carrying remote CQ data are never copied: see mrl_engine_reissue. */
-static bool mrl_carries_data(const struct mrl_chunk *chunk)
-{
-	return chunk->final && (chunk->op->flags & FI_REMOTE_CQ_DATA);
-}
-
 /* The chunk in flight for an op (not abandoned) on rail, or on any (-1). */
 static bool mrl_flying_on(const struct mrl_chunk *chunk, int rail)
 {
@@ -431,7 +411,7 @@ int mrl_engine_reissue(struct mrl_engine *eng, int rail)
 		if (!mrl_flying_on(chunk, rail))
 			continue;
 		op = chunk->op;
-		if (chunk->orphan || mrl_carries_data(chunk) || op->err ||
+		if (chunk->orphan || op->err ||
 		    (op->rail_mask & (1u << rail)) || !op->rail_mask)
 			continue;
 		copy = mrl_chunk_pop(eng);
@@ -440,7 +420,6 @@ int mrl_engine_reissue(struct mrl_engine *eng, int rail)
 		copy->op = op;
 		copy->offset = chunk->offset;
 		copy->len = chunk->len;
-		copy->final = chunk->final;
 		copy->orphan = false;
 		copy->whole = false;
 		mrl_list_add_tail(&op->redo, &copy->link);

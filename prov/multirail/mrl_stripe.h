@@ -86,7 +86,6 @@ struct mrl_chunk {
 	uint64_t offset;		/* within the operation's byte stream */
 	size_t len;
 	int rail;
-	bool final;			/* carries the op's remote CQ data */
 	bool orphan;			/* copied elsewhere: its outcome no
 					 * longer counts, only its return */
 	bool in_flight;			/* the core holds it (for its op,
@@ -101,7 +100,7 @@ struct mrl_chunk {
 
 struct mrl_op {
 	enum mrl_op_kind kind;
-	uint64_t flags;			/* user flags: FI_REMOTE_CQ_DATA, ... */
+	uint64_t flags;			/* user flags: FI_DELIVERY_COMPLETE, ... */
 	void *context;
 	uint64_t data;
 	size_t len;
@@ -123,16 +122,12 @@ struct mrl_op {
 					 * it rails later, or fails it */
 
 	/*
-	 * Remote CQ data must not be visible at the target before all the
-	 * bytes are.  The core orders nothing across rails, so when an op
-	 * with FI_REMOTE_CQ_DATA is cut into several chunks, the body goes
-	 * first and the final chunk, the only one carrying the data, is
-	 * posted only after every body chunk completed; "completed" must
-	 * mean "visible at the target".  mrl_rma.c gives the engine no op
-	 * with that flag: a writedata's chunks carry no data, and its entry
-	 * comes from a WRITE_DATA message once they all completed.
+	 * An op of one chunk (or of no byte) is posted as its final chunk,
+	 * the whole of it; a larger one is all body, cut at chunk_size.
+	 * No chunk carries remote CQ data: a writedata's target entry comes
+	 * from mrl_rma.c's WRITE_DATA once every chunk completed.
 	 */
-	size_t body_len;		/* == len when there is no final chunk */
+	size_t body_len;		/* 0 for an op of one chunk, else len */
 	bool final_posted;
 
 	size_t next_off;		/* next body byte to hand out */
@@ -170,7 +165,6 @@ struct mrl_engine {
 	struct mrl_rail_credit rail[MRL_MAX_RAILS];
 	uint32_t max_chunks_per_rail;
 	size_t max_bytes_per_rail;
-	size_t final_size;		/* bytes held back for the final chunk */
 	uint32_t turn;			/* the rails from the turn's on
 					 * (rotates ties among idle rails);
 					 * 0: past the last, from rail 0 */
@@ -204,7 +198,6 @@ struct mrl_engine_attr {
 	int nrails;
 	uint32_t max_chunks_per_rail;
 	size_t max_bytes_per_rail;
-	size_t final_size;
 	uint32_t fill_chunks;		/* 0: no fill level, whole ops go
 					 * to the least loaded rail */
 	size_t fill_bytes;		/* 0: no byte level */
@@ -216,11 +209,7 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 		    const struct mrl_engine_ops *ops, void *owner);
 void mrl_engine_fini(struct mrl_engine *eng);
 
-/*
- * Prepare op for submission: cut at chunk_size over the rails in rail_mask.
- * Single-chunk ops carry their CQ data directly; larger ones hold back a
- * final chunk when FI_REMOTE_CQ_DATA is set.
- */
+/* Prepare op for submission: cut at chunk_size over the rails in rail_mask. */
 void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 		    uint32_t rail_mask, size_t chunk_size);
 /*
@@ -310,7 +299,7 @@ static inline void mrl_rail_release(struct mrl_engine *eng,
 }
 
 /*
- * An op as the fast path wants it (nothing posted, nothing held back,
+ * An op as the fast path wants it (nothing posted,
  * failed or queued): the rail layer's free ops are kept so, from its pool's
  * start (it calls this) and after every op the engine finished the general
  * way (the engine calls it), so mrl_engine_whole_start sets only what
@@ -385,7 +374,6 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 	chunk->offset = 0;
 	chunk->len = op->len;
 	chunk->rail = rail;
-	chunk->final = true;
 	chunk->orphan = false;
 	chunk->whole = true;
 	mrl_rail_take(eng, chunk);
@@ -595,12 +583,6 @@ static inline bool mrl_engine_rails_busy(const struct mrl_engine *eng,
 					 uint32_t mask)
 {
 	return (eng->busy & mask) == mask;
-}
-
-/* An op with CQ data cut in several chunks: the last carries it, later. */
-static inline bool mrl_op_holds_final(const struct mrl_op *op)
-{
-	return op->body_len && op->body_len < op->len;
 }
 
 /*
