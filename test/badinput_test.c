@@ -805,6 +805,8 @@ static void key_success(const char *what, int how, uint64_t k)
 static void bad_key(const char *what, int how, uint64_t k)
 {
 	struct fi_cq_err_entry err;
+	const char *pstr;
+	char pbuf[128];
 	ssize_t ret;
 	int c;
 
@@ -828,8 +830,16 @@ static void bad_key(const char *what, int how, uint64_t k)
 	if (how != KEY_READ && count_not(buf + HALF, HALF, POISON))
 		die("%s: the target's bytes changed", what);
 	quiet(what);
+	/* the core's errno, decoded by the core; 0 where the error is ours */
+	pstr = fi_cq_strerror(cq, err.prov_errno, err.err_data, pbuf,
+			      sizeof(pbuf));
+	if (!pstr || (err.prov_errno &&
+		      !strcmp(pstr, "no provider-specific error")))
+		die("%s: prov_errno %d decoded as \"%s\"", what,
+		    err.prov_errno, pstr ? pstr : "(null)");
 	printf("ok %s: 0 posted, error completion err %d %s (prov_errno "
-	       "%d)\n", what, err.err, fi_strerror(err.err), err.prov_errno);
+	       "%d: %s)\n", what, err.err, fi_strerror(err.err),
+	       err.prov_errno, pstr);
 }
 
 /* Atomics go whole to rail 0: an error at post or an error completion. */

@@ -676,6 +676,8 @@ struct mrl_rma_req {
 					 * announce_wait */
 	struct mrl_rma_sg *parent;	/* a piece of a scatter-gather op:
 					 * completes into it (mrl_rma.c) */
+	int prov_errno;			/* the core's, of the first chunk
+					 * that failed (0: none, or ours) */
 	bool announce;			/* a writedata: once its bytes landed,
 					 * a WRITE_DATA raises the target's
 					 * entry, and its send completes the
@@ -846,7 +848,7 @@ static inline void mrl_ep_lease_end(struct mrl_ep *ep)
 }
 void mrl_ep_kick0(struct mrl_ep *ep);
 void mrl_ep_report_err(struct mrl_ep *ep, struct mrl_cq *cq, void *context,
-		       uint64_t flags, int err, uint64_t data);
+		       uint64_t flags, int err, int prov_errno, uint64_t data);
 int mrl_msg_init(struct mrl_ep *ep, size_t n);
 void mrl_msg_fini(struct mrl_ep *ep);
 struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep);
@@ -1070,7 +1072,9 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 		}
 	}
 	if (err) {
-		mrl_ep_report_err(ep, ep->tx_cq, op->context, flags, err, 0);
+		mrl_ep_report_err(ep, ep->tx_cq, op->context, flags, err,
+				  req->prov_errno, 0);
+		req->prov_errno = 0;
 	} else {
 		/* rma_cq_only: no counter, every op an entry */
 		if (!ep->rma_cq_only)
@@ -1081,6 +1085,7 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 		      (op->flags & FI_COMPLETION))))
 			mrl_cq_write(ep->tx_cq, op->context, flags, op->len,
 				     NULL, 0, 0, FI_ADDR_NOTAVAIL);
+		req->prov_errno = 0;	/* a chunk failed, and went again */
 	}
 	mrl_rma_req_push(&ep->rma_free, req);
 }

@@ -150,7 +150,7 @@ struct fi_info *mrl_core_hints(const struct fi_info *hints,
 	ch->ep_attr->protocol_version = 0;
 	/*
 	 * The application's MR modes (an API >= 1.5 mr_mode of 0 says it
-	 * supports none, mrl_info_meets_hints refuses BASIC and SCALABLE);
+	 * supports none, mrl_hints_miss refuses BASIC and SCALABLE);
 	 * with no hints at all, every mode we can honour.
 	 */
 	if (hints && hints->domain_attr)

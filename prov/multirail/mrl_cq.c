@@ -370,11 +370,21 @@ static ssize_t mrl_cq_sread(struct fid_cq *cq, void *buf, size_t count,
 	return mrl_cq_sreadfrom(cq, buf, count, NULL, cond, timeout);
 }
 
-static const char *mrl_cq_strerror(struct fid_cq *cq, int prov_errno,
+/*
+ * An error entry's prov_errno is the core's (a chunk or message the core
+ * failed) or 0 (an error of ours: err says it): the core's is decoded by
+ * the core, through a rail of an endpoint bound here (every rail runs the
+ * same core provider).
+ */
+static const char *mrl_cq_strerror(struct fid_cq *cq_fid, int prov_errno,
 				   const void *err_data, char *buf, size_t len)
 {
-	const char *s = fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
+	struct mrl_cq *cq = mrl_to_cq(cq_fid);
+	const char *s = "no provider-specific error";
 
+	if (prov_errno && cq->neps && cq->eps[0]->rails[0].cq)
+		return fi_cq_strerror(cq->eps[0]->rails[0].cq, prov_errno,
+				      err_data, buf, len);
 	if (buf && len) {
 		strncpy(buf, s, len - 1);
 		buf[len - 1] = '\0';

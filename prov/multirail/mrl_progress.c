@@ -14,7 +14,8 @@
  * or 32 rails.  Then the control backlog and the engine get their turn:
  * chunks waiting for credit go out as the completions above return it.
  * User operations
- * are reported to our CQs and counters from here (mrl_ep_report).
+ * are reported to our CQs and counters from here (mrl_rma_done,
+ * mrl_ep_report_err).
  * Called with the domain locked, from CQ and counter reads and from posts
  * the core refused.
  */
@@ -23,15 +24,19 @@
 
 #include "mrl.h"
 
-/* Domain locked: mrl_ep_report's error case. */
+/*
+ * Domain locked: an op's error to its CQ and counter; prov_errno is the
+ * core's where the error was the core's (fi_cq_strerror decodes it with
+ * the core's), else 0.
+ */
 void mrl_ep_report_err(struct mrl_ep *ep, struct mrl_cq *cq, void *context,
-		       uint64_t flags, int err, uint64_t data)
+		       uint64_t flags, int err, int prov_errno, uint64_t data)
 {
 	mrl_assert_locked(ep->domain);
 	mrl_cntr_inc_err(mrl_ep_local_cntr(ep, flags));
 	if (cq)
-		mrl_cq_write_err(cq, context, flags & ~FI_COMPLETION, err, err,
-				 data, 0);
+		mrl_cq_write_err(cq, context, flags & ~FI_COMPLETION, err,
+				 prov_errno, data, 0);
 }
 
 /* A remote write with CQ data (or another event without our context). */
@@ -111,6 +116,22 @@ mrl_dispatch_side(struct mrl_ep *ep, int rail, struct mrl_req_hdr *hdr,
 	}
 }
 
+/*
+ * A chunk the core failed: its op keeps the core's provider errno (the
+ * first), which the op's error entry carries if the op fails.
+ */
+static void mrl_note_core_errno(const struct mrl_chunk *chunk,
+				const struct fi_cq_err_entry *e)
+{
+	struct mrl_rma_req *req;
+
+	if (!chunk->op || !e || !e->prov_errno)
+		return;
+	req = mrl_container_of(chunk->op, struct mrl_rma_req, op);
+	if (!req->prov_errno)
+		req->prov_errno = e->prov_errno;
+}
+
 /* Inline in mrl_dispatch_all: a chunk back, nearly every entry, tested first. */
 static inline __attribute__((always_inline))
 void mrl_dispatch(struct mrl_ep *ep, int rail, const struct fi_cq_tagged_entry *e,
@@ -136,8 +157,10 @@ void mrl_dispatch(struct mrl_ep *ep, int rail, const struct fi_cq_tagged_entry *
 		mrl_dispatch_side(ep, rail, hdr, e, core_src, err, err_entry);
 		return;
 	}
-	if (err)
+	if (err) {
+		mrl_note_core_errno((struct mrl_chunk *) hdr, err_entry);
 		mrl_health_chunk_failed(ep, (struct mrl_chunk *) hdr, err);
+	}
 	op = mrl_engine_chunk_back(&ep->engine, (struct mrl_chunk *) hdr, err);
 	if (op)
 		mrl_rma_done(ep, op, 0);

@@ -659,6 +659,7 @@ struct mrl_rma_sg {
 	size_t pending;			/* pieces posted, not back */
 	bool all_posted;
 	int err;			/* the first piece's error */
+	int prov_errno;			/* and its core's errno */
 };
 
 /* Where a walk over the local iovs stands. */
@@ -759,6 +760,7 @@ static void mrl_sg_finish(struct mrl_ep *ep, struct mrl_rma_sg *sg)
 	struct mrl_rma_req *head = sg->head;
 	int err = sg->err;
 
+	head->prov_errno = sg->prov_errno;
 	free(sg);
 	if (err)
 		head->announce = false;
@@ -770,9 +772,12 @@ void mrl_rma_piece_done(struct mrl_ep *ep, struct mrl_rma_req *req, int err)
 	struct mrl_rma_sg *sg = req->parent;
 
 	req->parent = NULL;
-	mrl_rma_req_push(&ep->rma_free, req);
-	if (err && !sg->err)
+	if (err && !sg->err) {
 		sg->err = err;
+		sg->prov_errno = req->prov_errno;
+	}
+	req->prov_errno = 0;
+	mrl_rma_req_push(&ep->rma_free, req);
 	if (!--sg->pending && sg->all_posted)
 		mrl_sg_finish(ep, sg);
 }

@@ -302,7 +302,7 @@ static inline void mrl_rail_release(struct mrl_engine *eng,
  * An op as the fast path wants it (nothing posted,
  * failed or queued): the rail layer's free ops are kept so, from its pool's
  * start (it calls this) and after every op the engine finished the general
- * way (the engine calls it), so mrl_engine_whole_start sets only what
+ * way (the engine calls it), so mrl_engine_whole_take sets only what
  * differs per op.
  */
 static inline void mrl_op_clean(struct mrl_op *op)
