@@ -365,7 +365,9 @@ struct mrl_peer {
 					 * or in the backlog */
 	fi_addr_t fi_addr;		/* user's handle, when visible */
 	fi_addr_t ctrl_addr;		/* its control endpoint (rail 0's AV) */
-	void *addr;			/* composite address */
+	void *addr;			/* composite address: after rail[],
+					 * or its own allocation (addr_own) */
+	bool addr_own;
 	size_t addrlen;
 	struct mrl_peer *hnext;		/* its bucket's next (mrl_av.c) */
 	struct mrl_key_entry **keys;	/* MRL_KEY_BUCKETS buckets, with the

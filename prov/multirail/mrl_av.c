@@ -54,7 +54,8 @@ void mrl_peer_free(struct mrl_peer *peer)
 	free(peer->keys);
 	free(peer->fence.req);
 	free(peer->health);
-	free(peer->addr);
+	if (peer->addr_own)
+		free(peer->addr);
 	free(peer);
 }
 
@@ -311,8 +312,10 @@ static int mrl_take_full_addr(struct mrl_av *av, struct mrl_peer *peer,
 		return -FI_ENOMEM;
 	memcpy(copy, addr, len);
 	mrl_av_hash_del(av, peer);	/* rail 0 stays: its bucket too */
-	free(peer->addr);
+	if (peer->addr_own)
+		free(peer->addr);
 	peer->addr = copy;
+	peer->addr_own = true;
 	peer->addrlen = len;
 	mrl_av_hash_add(av, peer);
 	peer->peer_nrails = hdr->nrails;
@@ -380,15 +383,13 @@ static struct mrl_peer *mrl_new_peer(struct mrl_av *av, const void *addr,
 	if (mrl_grow((void **) &av->all, &av->sizeall, av->nall + 1,
 		 sizeof(*av->all)) || mrl_av_hash_reserve(av))
 		return NULL;
+	/* its address in the same allocation, after its rails: one malloc
+	 * less per peer (a full address learned later gets its own) */
 	peer = calloc(1, sizeof(*peer) + (size_t) av->nrails *
-		      sizeof(peer->rail[0]));
+		      sizeof(peer->rail[0]) + len);
 	if (!peer)
 		return NULL;
-	peer->addr = malloc(len);
-	if (!peer->addr) {
-		free(peer);
-		return NULL;
-	}
+	peer->addr = &peer->rail[av->nrails];
 	memcpy(peer->addr, addr, len);
 	peer->addrlen = len;
 	peer->partial = !!(hdr->flags & MRL_ADDR_PARTIAL);
