@@ -5,7 +5,7 @@
  * into an FI_AV_TABLE of distinct peers made from the endpoint's own address
  * with other ports on every rail (nothing connects: no op is posted).
  *
- *   scale_test [-n peers] [-b batch] [-c]
+ *   scale_test [-n peers] [-b batch] [-c] [-B]
  *
  * Prints, per batch of -b inserts (default 1024), the microseconds of
  * the thread's CPU time per insert (not the wall clock: make check runs
@@ -14,6 +14,9 @@
  * checks that the time per insert stays flat: the median of the last
  * three batches within twice that of batches 2-4 (the first warms the
  * caches), or both under 5 us.  -c: the check is not made (the benchmark's table alone).
+ * -B: each batch is one fi_av_insert of -b addresses.  After the inserts,
+ * every peer is looked up (fi_av_lookup) and then removed one at a time
+ * (fi_av_remove), each timed: "lookup us/peer", "remove us/peer".
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS; MRL_TEST_PROV names
  * the provider (default multirail; a core's name measures the core alone,
  * whose address is one sockaddr).
@@ -87,6 +90,32 @@ static void make_peer(uint8_t *out, const uint8_t *self, size_t len,
 	}
 }
 
+/* Every peer looked up, then removed one at a time: CPU us per peer each. */
+static void time_lookup_remove(struct fid_av *av, uint32_t npeers, size_t len)
+{
+	uint8_t out[1024];
+	size_t olen;
+	double t0 = cpu_now(), t;
+	uint32_t i;
+
+	for (i = 0; i < npeers; i++) {
+		olen = sizeof(out);
+		if (fi_av_lookup(av, i, out, &olen) || olen != len)
+			die("fi_av_lookup of peer %u: %zu bytes", i, olen);
+	}
+	t = cpu_now();
+	printf("lookup us/peer %.2f\n", (t - t0) * 1e6 / npeers);
+	t0 = cpu_now();
+	for (i = 0; i < npeers; i++) {
+		fi_addr_t fa = i;
+
+		if (fi_av_remove(av, &fa, 1, 0))
+			die("fi_av_remove of peer %u", i);
+	}
+	t = cpu_now();
+	printf("remove us/peer %.2f\n", (t - t0) * 1e6 / npeers);
+}
+
 int main(int argc, char **argv)
 {
 	const char *prov = getenv("MRL_TEST_PROV") ? getenv("MRL_TEST_PROV") :
@@ -102,20 +131,23 @@ int main(int argc, char **argv)
 	struct fid_av *av;
 	struct fid_cq *cq;
 	struct fid_ep *ep;
-	uint8_t self[1024], peer[1024];
+	uint8_t self[1024], peer[1024], *many = NULL;
+	fi_addr_t *fas = NULL;
+	int batched = 0;
 	size_t len = sizeof(self);
 	double t0, first = 0, t, per_us = 0, per[64];
 	int nb = 0;
 	long rss0;
 	fi_addr_t fa;
 
-	while ((c = getopt(argc, argv, "n:b:c")) != -1) {
+	while ((c = getopt(argc, argv, "n:b:cB")) != -1) {
 		switch (c) {
 		case 'n': npeers = (uint32_t) strtoul(optarg, NULL, 0); break;
 		case 'b': batch = (uint32_t) strtoul(optarg, NULL, 0); break;
 		case 'c': check = 0; break;
+		case 'B': batched = 1; break;
 		default:
-			die("usage: scale_test [-n peers] [-b batch] [-c]");
+			die("usage: scale_test [-n peers] [-b batch] [-c] [-B]");
 		}
 	}
 	if (!batch || npeers < 6 * batch || npeers / batch > 64)
@@ -138,14 +170,37 @@ int main(int argc, char **argv)
 	printf("%s, domain %s, address %zu bytes\n", prov,
 	       info->domain_attr->name, len);
 	printf("%8s %12s %12s\n", "peers", "us/insert", "B/peer");
+	if (batched) {
+		many = malloc((size_t) batch * len);
+		fas = malloc(batch * sizeof(*fas));
+		if (!many || !fas)
+			die("out of memory");
+	}
 	rss0 = rss_bytes();
 	t0 = cpu_now();
 	for (i = 0; i < npeers; i++) {
-		make_peer(peer, self, len, ours, i);
-		if (fi_av_insert(av, peer, 1, &fa, 0, NULL) != 1 || fa != i)
-			die("fi_av_insert of peer %u", i);
-		if ((i + 1) % batch)
-			continue;
+		if (batched) {
+			uint32_t j;
+
+			if ((i + 1) % batch)
+				continue;
+			t = cpu_now();		/* making them is not timed */
+			for (j = 0; j < batch; j++)
+				make_peer(many + (size_t) j * len, self, len,
+					  ours, i + 1 - batch + j);
+			t0 += cpu_now() - t;
+			if (fi_av_insert(av, many, batch, fas, 0, NULL) !=
+			    (int) batch || fas[0] != i + 1 - batch)
+				die("fi_av_insert of peers %u..%u",
+				    i + 1 - batch, i);
+		} else {
+			make_peer(peer, self, len, ours, i);
+			if (fi_av_insert(av, peer, 1, &fa, 0, NULL) != 1 ||
+			    fa != i)
+				die("fi_av_insert of peer %u", i);
+			if ((i + 1) % batch)
+				continue;
+		}
 		t = cpu_now();
 		per_us = (t - t0) * 1e6 / batch;
 		printf("%8u %12.2f %12ld\n", i + 1, per_us,
@@ -154,6 +209,9 @@ int main(int argc, char **argv)
 			per[nb++] = per_us;
 		t0 = cpu_now();
 	}
+	time_lookup_remove(av, npeers, len);
+	free(many);
+	free(fas);
 	/* the median of batches 2-4 against that of the last three */
 	first = median3(per + 1);
 	per_us = median3(per + nb - 3);
