@@ -11,7 +11,8 @@ run() {
 	timeout 300 ./test/sg_test "$@"
 }
 unset FI_MULTIRAIL_RAILS FI_MULTIRAIL_CORE_FABRIC
-export FI_PROVIDER_PATH="$(pwd)/.libs" FI_PROVIDER=multirail
+export FI_PROVIDER_PATH="$(pwd)/.libs"
+unset FI_PROVIDER
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -r 40
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo FI_MULTIRAIL_STRIPE_MIN=2048 \
 	FI_MULTIRAIL_CHUNK_SIZE=4096 run -r 20

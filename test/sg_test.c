@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * Scatter-gather RMA and many-iov sends, two processes (fork) over the
- * provider FI_PROVIDER names, addresses and keys over a socketpair.
+ * Scatter-gather RMA and many-iov sends, two processes (fork) over
+ * multirail (over the core FI_PROVIDER names, if it does), addresses and
+ * keys over a socketpair.
  *
  * Each round draws 1..256 local iovs and 1..256 remote iovs of odd sizes
  * at odd offsets (the two lists cut the same bytes differently), and
@@ -225,6 +226,7 @@ static void setup(void)
 	hints->mode = FI_CONTEXT;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
 				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->fabric_attr->prov_name = strdup("multirail");
 	CHK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
 	fi_freeinfo(hints);
 	if (info->tx_attr->rma_iov_limit < MAX_IOV ||
