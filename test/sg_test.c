@@ -476,6 +476,7 @@ static void bad_counts(void)
 {
 	static struct iovec many[MAX_IOV + 1];
 	static void *descs[MAX_IOV + 1];
+	static struct fi_rma_iov many_rma[MAX_IOV + 1];
 	struct fi_rma_iov one = { peer_addr, 8, peer_key };
 	struct fi_msg_rma m = {
 		.msg_iov = many, .desc = descs, .iov_count = 1, .addr = peer,
@@ -488,6 +489,7 @@ static void bad_counts(void)
 		many[i] = (struct iovec) { buf, 1 };
 		descs[i] = fi_mr_desc(mr);
 		riov[i % MAX_IOV] = one;
+		many_rma[i] = one;
 	}
 	r = fi_writemsg(ep, &m, 0);
 	if (r != -FI_EINVAL)
@@ -498,7 +500,15 @@ static void bad_counts(void)
 	if (r != -FI_EINVAL)
 		die("fi_writemsg of %d iovs: %zd, want -FI_EINVAL", MAX_IOV + 1,
 		    r);
-	printf("ok: 0 and %d iovs refused (-FI_EINVAL)\n", MAX_IOV + 1);
+	m.iov_count = 1;
+	m.rma_iov = many_rma;
+	m.rma_iov_count = MAX_IOV + 1;
+	r = fi_readmsg(ep, &m, 0);
+	if (r != -FI_EINVAL)
+		die("fi_readmsg of %d remote iovs: %zd, want -FI_EINVAL",
+		    MAX_IOV + 1, r);
+	printf("ok: 0 remote iovs, %d local and %d remote refused "
+	       "(-FI_EINVAL)\n", MAX_IOV + 1, MAX_IOV + 1);
 }
 
 static void run(int initiator, int rounds, uint64_t seed)
