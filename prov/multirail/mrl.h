@@ -960,6 +960,9 @@ static inline bool mrl_fence_write_posted(struct mrl_ep *ep,
 int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer);
 void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err);
 void mrl_fence_lost(struct mrl_peer *peer, int rail);
+ssize_t mrl_fence_post_zero(struct mrl_ep *ep, struct mrl_peer *peer,
+			    int rail, struct mrl_fence *req, int kind,
+			    uint64_t addr, uint64_t key, bool read);
 void mrl_fence_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_fence_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
 int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer);

@@ -47,29 +47,41 @@ static struct mrl_fence *mrl_fence_req(struct mrl_ep *ep, struct mrl_peer *peer,
 	return peer->fence.req ? &peer->fence.req[rail] : NULL;
 }
 
+/*
+ * A zero-byte flush of rail to peer, req its context (kind says whose): a
+ * delivery-complete write to addr/key, or a read where a write cannot
+ * flush (read).  Fences and health probes both send one.
+ */
+ssize_t mrl_fence_post_zero(struct mrl_ep *ep, struct mrl_peer *peer,
+			    int rail, struct mrl_fence *req, int kind,
+			    uint64_t addr, uint64_t key, bool read)
+{
+	struct fi_rma_iov rma = { .addr = addr, .len = 0, .key = key };
+	struct fi_msg_rma msg = {
+		.addr = peer->rail[rail].core_addr, .rma_iov = &rma,
+		.rma_iov_count = 1, .context = &req->hdr,
+	};
+
+	req->hdr.kind = kind;
+	req->peer = peer;
+	req->rail = rail;
+	return read ? fi_readmsg(ep->rails[rail].ep, &msg, FI_COMPLETION) :
+		      fi_writemsg(ep->rails[rail].ep, &msg,
+				  FI_COMPLETION | FI_DELIVERY_COMPLETE);
+}
+
 static int mrl_post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
 	struct mrl_peer_fence *f = &peer->fence;
 	struct mrl_fence *req = mrl_fence_req(ep, peer, rail);
-	struct fi_rma_iov rma = { .addr = peer->rail[rail].fence_addr,
-				  .len = 0, .key = peer->rail[rail].fence_key };
-	struct fi_msg_rma msg = {
-		.msg_iov = NULL, .desc = NULL, .iov_count = 0,
-		.addr = peer->rail[rail].core_addr, .rma_iov = &rma,
-		.rma_iov_count = 1,
-	};
 	ssize_t ret;
 
 	if (!req)
 		return -FI_EAGAIN;	/* no memory: the send tries again */
-	msg.context = &req->hdr;
-	req->hdr.kind = MRL_REQ_FENCE;
-	req->peer = peer;
-	req->rail = rail;
-	ret = ep->domain->fence_by_read ?
-	      fi_readmsg(ep->rails[rail].ep, &msg, FI_COMPLETION) :
-	      fi_writemsg(ep->rails[rail].ep, &msg,
-			  FI_COMPLETION | FI_DELIVERY_COMPLETE);
+	ret = mrl_fence_post_zero(ep, peer, rail, req, MRL_REQ_FENCE,
+				  peer->rail[rail].fence_addr,
+				  peer->rail[rail].fence_key,
+				  ep->domain->fence_by_read);
 	if (!ret) {
 		mrl_side_posted(ep, rail);
 		ep->rails[rail].fences++;

@@ -403,21 +403,11 @@ static void mrl_post_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
 	struct mrl_peer_health *h = peer->health;
 	struct mrl_fence *req = &h->req[rail];
-	struct fi_rma_iov rma = { .addr = h->target[rail].addr, .len = 0,
-				  .key = h->target[rail].key };
-	struct fi_msg_rma msg = {
-		.addr = peer->rail[rail].core_addr, .rma_iov = &rma,
-		.rma_iov_count = 1, .context = &req->hdr,
-	};
 	ssize_t ret;
 
-	req->hdr.kind = MRL_REQ_PROBE;
-	req->peer = peer;
-	req->rail = rail;
-	ret = h->target[rail].read ?
-	      fi_readmsg(ep->rails[rail].ep, &msg, FI_COMPLETION) :
-	      fi_writemsg(ep->rails[rail].ep, &msg,
-			  FI_COMPLETION | FI_DELIVERY_COMPLETE);
+	ret = mrl_fence_post_zero(ep, peer, rail, req, MRL_REQ_PROBE,
+				  h->target[rail].addr, h->target[rail].key,
+				  h->target[rail].read);
 	if (ret == -FI_EAGAIN)
 		return;			/* the next tick tries again */
 	if (ret) {
