@@ -30,41 +30,10 @@
 #include <stdint.h>
 #include <rdma/fabric.h>
 
+#include "mrl_list.h"
 #include "mrl_proto.h"	/* MRL_MAX_RAILS */
 
 #define MRL_IOV_LIMIT	4
-
-struct mrl_list {
-	struct mrl_list *next, *prev;
-};
-
-static inline void mrl_list_init(struct mrl_list *l)
-{
-	l->next = l->prev = l;
-}
-
-static inline bool mrl_list_empty(const struct mrl_list *l)
-{
-	return l->next == l;
-}
-
-static inline void mrl_list_add_tail(struct mrl_list *l, struct mrl_list *e)
-{
-	e->prev = l->prev;
-	e->next = l;
-	l->prev->next = e;
-	l->prev = e;
-}
-
-static inline void mrl_list_del(struct mrl_list *e)
-{
-	e->prev->next = e->next;
-	e->next->prev = e->prev;
-	e->next = e->prev = e;
-}
-
-#define mrl_container_of(ptr, type, field) \
-	((type *) ((char *) (ptr) - offsetof(type, field)))
 
 enum mrl_op_kind {
 	MRL_OP_WRITE,

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * The provider's intrusive doubly linked list, and the cast from a member
+ * back to its container: no libfabric object, so the striping engine and
+ * its tests use them as the rest of the provider does.
+ */
+#ifndef MRL_LIST_H
+#define MRL_LIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct mrl_list {
+	struct mrl_list *next, *prev;
+};
+
+static inline void mrl_list_init(struct mrl_list *l)
+{
+	l->next = l->prev = l;
+}
+
+static inline bool mrl_list_empty(const struct mrl_list *l)
+{
+	return l->next == l;
+}
+
+static inline void mrl_list_add_tail(struct mrl_list *l, struct mrl_list *e)
+{
+	e->prev = l->prev;
+	e->next = l;
+	l->prev->next = e;
+	l->prev = e;
+}
+
+static inline void mrl_list_del(struct mrl_list *e)
+{
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+	e->next = e->prev = e;
+}
+
+#define mrl_container_of(ptr, type, field) \
+	((type *) ((char *) (ptr) - offsetof(type, field)))
+
+#endif /* MRL_LIST_H */
