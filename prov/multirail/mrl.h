@@ -669,15 +669,17 @@ struct mrl_msg_req {
 /* The most local and remote iovs of one RMA op (scatter-gather, mrl_rma.c) */
 #define MRL_SG_IOV_MAX		256
 
-struct mrl_rma_sg;
-
 /* A user RMA op: the engine's op plus what its completion needs. */
 struct mrl_rma_req {
 	struct mrl_op op;
 	struct mrl_rma_req *next_free;	/* free list, or the endpoint's
 					 * announce_wait */
-	struct mrl_rma_sg *parent;	/* a piece of a scatter-gather op:
-					 * completes into it (mrl_rma.c) */
+	struct mrl_rma_req *parent;	/* a piece of a scatter-gather op:
+					 * completes into its head (mrl_rma.c) */
+	/* a head: its pieces out, whether all went, the first's error */
+	uint32_t pieces_out;
+	bool pieces_all_posted;
+	int pieces_err;
 	int prov_errno;			/* the core's, of the first chunk
 					 * that failed (0: none, or ours) */
 	bool announce;			/* a writedata: once its bytes landed,
@@ -890,8 +892,6 @@ void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 			  const struct mrl_key_entry *entry);
 /* A writedata's bytes landed: its WRITE_DATA goes (or waits for a buffer) */
 void mrl_rma_announce(struct mrl_ep *ep, struct mrl_rma_req *req);
-/* Its WRITE_DATA was sent (err 0) or cannot be: the op completes */
-void mrl_rma_announced(struct mrl_ep *ep, struct mrl_rma_req *req, int err);
 void mrl_rma_announce_waiting(struct mrl_ep *ep);
 /* A scatter-gather op's piece completed: the op does once every piece did */
 void mrl_rma_piece_done(struct mrl_ep *ep, struct mrl_rma_req *req, int err);

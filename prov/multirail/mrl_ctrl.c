@@ -498,7 +498,7 @@ void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err)
 			 "not be sent (%s): the op fails\n", buf->rail,
 			 fi_strerror(-err));
 	if (buf->announce) {
-		mrl_rma_announced(ep, buf->announce, err);
+		mrl_rma_done(ep, &buf->announce->op, err);
 	} else if (buf->inject_data) {
 		if (err)
 			mrl_cntr_inc_err(ep->cntr_write);

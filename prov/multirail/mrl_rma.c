@@ -554,13 +554,8 @@ void mrl_rma_announce(struct mrl_ep *ep, struct mrl_rma_req *req)
 	} else if (ret) {
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "a writedata's CQ data cannot "
 			      "be sent: %s\n", fi_strerror(-ret));
-		mrl_rma_announced(ep, req, ret);
+		mrl_rma_done(ep, &req->op, ret);
 	}
-}
-
-void mrl_rma_announced(struct mrl_ep *ep, struct mrl_rma_req *req, int err)
-{
-	mrl_rma_done(ep, &req->op, err);
 }
 
 /* Writedata waiting for a control buffer, in order, while there are some. */
@@ -577,7 +572,7 @@ void mrl_rma_announce_waiting(struct mrl_ep *ep)
 		if (!ep->announce_wait)
 			ep->announce_wait_tail = &ep->announce_wait;
 		if (ret)
-			mrl_rma_announced(ep, req, ret);
+			mrl_rma_done(ep, &req->op, ret);
 	}
 }
 
@@ -654,14 +649,6 @@ static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
  * is reserved before the first piece goes, so the op is posted whole or
  * not at all.
  */
-struct mrl_rma_sg {
-	struct mrl_rma_req *head;
-	size_t pending;			/* pieces posted, not back */
-	bool all_posted;
-	int err;			/* the first piece's error */
-	int prov_errno;			/* and its core's errno */
-};
-
 /* Where a walk over the local iovs stands. */
 struct sg_cursor {
 	size_t iov;
@@ -700,7 +687,7 @@ static size_t mrl_sg_next_piece(const struct mrl_rma_args *a, struct sg_cursor *
 
 /* Pieces of a (sg NULL: counted only), or posted to peer for sg. */
 static size_t mrl_sg_walk(struct mrl_ep *ep, const struct mrl_rma_args *a,
-		      struct mrl_peer *peer, struct mrl_rma_sg *sg,
+		      struct mrl_peer *peer, struct mrl_rma_req *sg,
 		      uint64_t piece_flags)
 {
 	struct sg_cursor cur = { 0, 0 };
@@ -733,12 +720,12 @@ static size_t mrl_sg_walk(struct mrl_ep *ep, const struct mrl_rma_args *a,
 			 * know its parent first */
 			req = ep->rma_free;
 			req->parent = sg;
-			sg->pending++;
+			sg->pieces_out++;
 			if (mrl_submit_to(ep, &p, peer)) {
 				req->parent = NULL;
-				sg->pending--;
-				if (!sg->err)
-					sg->err = -FI_EIO;
+				sg->pieces_out--;
+				if (!sg->pieces_err)
+					sg->pieces_err = -FI_EIO;
 			}
 		}
 	}
@@ -755,13 +742,13 @@ static bool mrl_reqs_free(const struct mrl_ep *ep, size_t n)
 	return !n;
 }
 
-static void mrl_sg_finish(struct mrl_ep *ep, struct mrl_rma_sg *sg)
+/* The head's pieces are all back: the op completes (announces) once. */
+static void mrl_sg_finish(struct mrl_ep *ep, struct mrl_rma_req *head)
 {
-	struct mrl_rma_req *head = sg->head;
-	int err = sg->err;
+	int err = head->pieces_err;
 
-	head->prov_errno = sg->prov_errno;
-	free(sg);
+	head->pieces_err = 0;
+	head->pieces_all_posted = false;
 	if (err)
 		head->announce = false;
 	mrl_rma_done(ep, &head->op, err);
@@ -769,17 +756,17 @@ static void mrl_sg_finish(struct mrl_ep *ep, struct mrl_rma_sg *sg)
 
 void mrl_rma_piece_done(struct mrl_ep *ep, struct mrl_rma_req *req, int err)
 {
-	struct mrl_rma_sg *sg = req->parent;
+	struct mrl_rma_req *head = req->parent;
 
 	req->parent = NULL;
-	if (err && !sg->err) {
-		sg->err = err;
-		sg->prov_errno = req->prov_errno;
+	if (err && !head->pieces_err) {
+		head->pieces_err = err;
+		head->prov_errno = req->prov_errno;
 	}
 	req->prov_errno = 0;
 	mrl_rma_req_push(&ep->rma_free, req);
-	if (!--sg->pending && sg->all_posted)
-		mrl_sg_finish(ep, sg);
+	if (!--head->pieces_out && head->pieces_all_posted)
+		mrl_sg_finish(ep, head);
 }
 
 /*
@@ -811,7 +798,6 @@ static ssize_t mrl_sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	uint64_t flags = a->flags | ep->tx_op_flags;
 	bool announce = a->kind == MRL_OP_WRITE && (flags & FI_REMOTE_CQ_DATA);
 	struct mrl_rma_req *head;
-	struct mrl_rma_sg *sg;
 	size_t pieces = mrl_sg_walk(ep, a, peer, NULL, 0);
 	ssize_t ret;
 
@@ -827,9 +813,6 @@ static ssize_t mrl_sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
 		mrl_ep_progress(ep);
 		return -FI_EAGAIN;
 	}
-	sg = calloc(1, sizeof(*sg));
-	if (!sg)
-		return -FI_ENOMEM;
 	head = ep->rma_free;
 	ep->rma_free = head->next_free;
 	head->op.kind = a->kind;
@@ -839,14 +822,13 @@ static ssize_t mrl_sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	head->op.len = a->len;
 	head->op.peer = peer;
 	head->announce = announce;
-	sg->head = head;
 	flags &= ~(FI_REMOTE_CQ_DATA | FI_INJECT);
 	if (announce)
 		flags |= FI_DELIVERY_COMPLETE;
-	mrl_sg_walk(ep, a, peer, sg, flags);
-	sg->all_posted = true;
-	if (!sg->pending)
-		mrl_sg_finish(ep, sg);	/* every piece done, or none posted */
+	mrl_sg_walk(ep, a, peer, head, flags);
+	head->pieces_all_posted = true;
+	if (!head->pieces_out)
+		mrl_sg_finish(ep, head);	/* every piece done, or none posted */
 	ep->rma_general++;
 	return 0;
 }
