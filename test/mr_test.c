@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "util.h"
 #include "mrl.h"
 
 #define NRAILS	4
@@ -258,15 +259,6 @@ static void dmabuf_memory(struct mrl_domain *dom, void *gpu)
 	      "asked", ret);
 }
 #endif
-
-/* The thread's CPU seconds: make check runs tests side by side. */
-static double cpu_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* CPU ns per mrl_mr_find over the first n keys, each found as itself. */
 static double find_ns(struct mrl_domain *dom, struct fid_mr **mrs, int n)

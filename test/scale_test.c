@@ -46,15 +46,6 @@ static double median3(const double *v)
 	return a > b ? a : b;
 }
 
-/* The thread's own CPU time: the check must hold on a loaded machine. */
-static double cpu_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static long rss_bytes(void)
 {
 	long pages = 0, rss = 0;
