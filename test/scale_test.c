@@ -5,15 +5,15 @@
  * into an FI_AV_TABLE of distinct peers made from the endpoint's own address
  * with other ports on every rail (nothing connects: no op is posted).
  *
- *   scale_test [-n peers] [-b batch] [-c] [-B]
+ *   scale_test [-n peers] [-b batch] [-x us] [-B]
  *
  * Prints, per batch of -b inserts (default 1024), the microseconds of
  * the thread's CPU time per insert (not the wall clock: make check runs
  * tests side by side) and the resident memory per peer so far
- * (/proc/self/statm); then
- * checks that the time per insert stays flat: the median of the last
- * three batches within twice that of batches 2-4 (the first warms the
- * caches), or both under 5 us.  -c: the check is not made (the benchmark's table alone).
+ * (/proc/self/statm), then "tail us/insert": the median of the last three
+ * batches.  -x: fail when that is over this many microseconds (test/scale.sh
+ * sets it from the core's own tail: the core's time grows with its AV too,
+ * as its hash tables outgrow the caches, so only a ratio to it is a test).
  * -B: each batch is one fi_av_insert of -b addresses.  After the inserts,
  * every peer is looked up (fi_av_lookup) and then removed one at a time
  * (fi_av_remove), each timed: "lookup us/peer", "remove us/peer".
@@ -113,7 +113,7 @@ int main(int argc, char **argv)
 			   "multirail";
 	uint32_t npeers = 16384, batch = 1024, i;
 	int ours = !strcmp(prov, "multirail") || strstr(prov, ";multirail"),
-	    check = 1, c;
+	    c;
 	struct fi_info *hints = fi_allocinfo(), *info;
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
 	struct fid_fabric *fabric;
@@ -126,19 +126,19 @@ int main(int argc, char **argv)
 	fi_addr_t *fas = NULL;
 	int batched = 0;
 	size_t len = sizeof(self);
-	double t0, first = 0, t, per_us = 0, per[64];
+	double t0, t, per_us = 0, per[64], limit_us = 0;
 	int nb = 0;
 	long rss0;
 	fi_addr_t fa;
 
-	while ((c = getopt(argc, argv, "n:b:cB")) != -1) {
+	while ((c = getopt(argc, argv, "n:b:x:B")) != -1) {
 		switch (c) {
 		case 'n': npeers = (uint32_t) strtoul(optarg, NULL, 0); break;
 		case 'b': batch = (uint32_t) strtoul(optarg, NULL, 0); break;
-		case 'c': check = 0; break;
+		case 'x': limit_us = strtod(optarg, NULL); break;
 		case 'B': batched = 1; break;
 		default:
-			die("usage: scale_test [-n peers] [-b batch] [-c] [-B]");
+			die("usage: scale_test [-n peers] [-b batch] [-x us] [-B]");
 		}
 	}
 	if (!batch || npeers < 6 * batch || npeers / batch > 64)
@@ -158,7 +158,8 @@ int main(int argc, char **argv)
 	CHK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
 	CHK(fi_enable(ep));
 	CHK(fi_getname(&ep->fid, self, &len));
-	printf("%s, domain %s, address %zu bytes\n", prov,
+	printf("%s, domain %s, address %zu bytes\n",
+	       info->fabric_attr->prov_name,
 	       info->domain_attr->name, len);
 	printf("%8s %12s %12s\n", "peers", "us/insert", "B/peer");
 	if (batched) {
@@ -203,12 +204,11 @@ int main(int argc, char **argv)
 	time_lookup_remove(av, npeers, len);
 	free(many);
 	free(fas);
-	/* the median of batches 2-4 against that of the last three */
-	first = median3(per + 1);
 	per_us = median3(per + nb - 3);
-	if (check && !(per_us <= 2 * first || (per_us < 5 && first < 5)))
-		die("the time per insert grew with the AV: %.2f us at %u "
-		    "peers, %.2f us at %u", per_us, npeers, first, 3 * batch);
+	printf("tail us/insert %.2f\n", per_us);
+	if (limit_us > 0 && per_us > limit_us)
+		die("%.2f us per insert at %u peers, over the limit of %.2f",
+		    per_us, npeers, limit_us);
 	fi_close(&ep->fid);
 	fi_close(&cq->fid);
 	fi_close(&av->fid);
