@@ -35,10 +35,9 @@ link() {	# RAIL up|down, both ends
 }
 
 # stream OP [-T]: 80 x 16 MiB in the background; a short deadline so that the
-# rail is taken out, probed and brought back within the run.  (Until stop
-# 40, on a slow VM, rail 0 was taken out while its connection waited for
-# the target's first progress, and ops failed: FI_MULTIRAIL_CONNECT_TIMEOUT_MS
-# now judges a peer that has not answered yet.)
+# rail is taken out, probed and brought back within the run (a peer that
+# has not answered yet is judged by FI_MULTIRAIL_CONNECT_TIMEOUT_MS, not
+# by this deadline).
 stream() {
 	FI_MULTIRAIL_RAIL_TIMEOUT_MS=1000 timeout 300 ./test/rma_test \
 		-N mrl_a,mrl_b -o "$1" -S 16777216 -W 8 -X 80 $2 \
@@ -116,6 +115,25 @@ fault=$(date +%s.%N)
 ip -n mrl_a link set vA1 down; sleep 5; ip -n mrl_a link set vA1 up
 finish plain-5s
 grep -E '^rounds:' "failover-plain-5s.log"
+
+# The link fails just after round 5's writes completed, their bytes still
+# in rail 1's socket, and comes back after round 15's: tcp then delivers
+# round 5's bytes over round 15's.  Every send from the loss until rail 1
+# answers again must fail (the target checks the bytes of every message
+# that arrives); the rounds after that must go.
+echo "== plain writes and a send, rail 1 down from round 5's send to round 15's"
+export MRL_ROUND_FAULT='5:ip link set vA1 down
+15:ip link set vA1 up; sleep 6'
+rounds plain-stale 30
+unset MRL_ROUND_FAULT
+finish plain-stale
+grep -E '^rounds:' "failover-plain-stale.log"
+if ! grep -q '^round 5 .* send-failed$' "failover-plain-stale.log" ||
+   [ "$(awk '$1 == "round" && $2 > 20 && $5 == "sent"' \
+	"failover-plain-stale.log" | wc -l)" -lt 9 ]; then
+	echo "FAIL: round 5's send did not fail, or rounds 21-29 were not all sent"
+	exit 1
+fi
 
 echo "== plain writes and a send, rail 1's initiator end down for good"
 # the stuck chunks come back when tcp gives up their connection

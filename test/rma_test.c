@@ -86,7 +86,11 @@
  *            message arrives, its buffer poisoned before each round.  A
  *            send may fail (a rail lost completed writes); then its
  *            message must never arrive.  Prints each round's outcome
- *            and the writes' time, wall-clock stamped)
+ *            and the writes' time, wall-clock stamped.  With
+ *            MRL_ROUND_FAULT="R:CMD" (one a line) in the environment the
+ *            initiator runs CMD (sh -c, in its namespace) once round R's
+ *            writes have completed, before its send: a link that fails
+ *            while their bytes may still sit in a socket)
  *            [-K] (the target is killed with SIGKILL after one op: every
  *            write posted before and after must complete, with an error
  *            once the death is seen, or be refused, within a bound)
@@ -2175,6 +2179,29 @@ static int round_any_failed(const char *done, int n)
 	return 0;
 }
 
+/*
+ * MRL_ROUND_FAULT="R:CMD" (lines of them): CMD runs once round R's writes
+ * completed, before its send.
+ */
+static void round_fault(uint32_t round)
+{
+	const char *f = getenv("MRL_ROUND_FAULT");
+	char line[512], *cmd;
+	size_t n;
+
+	while (f && *f) {
+		n = strcspn(f, "\n");
+		snprintf(line, sizeof(line), "%.*s", (int) n, f);
+		f += n + (f[n] == '\n');
+		if (strtoul(line, &cmd, 0) != round || *cmd != ':')
+			continue;
+		printf("round %u: %s\n", round, cmd + 1);
+		fflush(stdout);
+		if (system(cmd + 1))
+			die("rounds: MRL_ROUND_FAULT's command failed");
+	}
+}
+
 /* Initiator: one round; returns its status, *secs the writes' time. */
 static int round_run(uint32_t round, size_t size, int window, uint64_t seed,
 		     char *ctx, char *done, double *secs)
@@ -2210,6 +2237,7 @@ static int round_run(uint32_t round, size_t size, int window, uint64_t seed,
 			    round, ROUND_TIMEOUT_S);
 	}
 	*secs = now() - start;
+	round_fault(round);
 	if (round_any_failed(done, window))
 		return ROUND_WRITE_FAILED;
 	memcpy(cbuf, &word, sizeof(word));

@@ -302,6 +302,18 @@ struct mrl_peer_fence {
 	uint32_t suspect;
 	uint32_t lost;
 	uint32_t abandoned;		/* fences in flight no send waits for */
+	/*
+	 * Lost bytes are not always gone: tcp holds them in the dead rail's
+	 * socket and delivers them if the link comes back, over writes that
+	 * went after them on other rails.  A lost rail stays stale until
+	 * its abandoned fence completes either way (the bytes landed, or
+	 * the connection died with them) or a probe passes there (behind
+	 * them on the same connection).  Writes to the peer from the loss
+	 * until then taint the next send: it fails too.
+	 */
+	uint32_t stale;
+	bool tainted;
+	bool taint_warned;		/* once per loss */
 	uint64_t suspect_since_ns;	/* a send first waited on a suspect */
 	struct mrl_fence *req;		/* one per rail of the AV, with the
 					 * peer's first fence */
@@ -948,6 +960,18 @@ static inline void mrl_fence_mark(struct mrl_ep *ep, struct mrl_peer *peer,
 	peer->rail[rail].fence_key = key;
 }
 
+/*
+ * Every write to peer: one that may be overwritten by bytes of a failed
+ * rail landing late taints the next send to the peer (mrl_fence.c).
+ */
+static inline void mrl_fence_note_write(struct mrl_peer *peer)
+{
+	const struct mrl_peer_fence *f = &peer->fence;
+
+	if (__builtin_expect(f->lost | f->stale, 0))
+		peer->fence.tainted = true;
+}
+
 static inline bool mrl_fence_write_posted(struct mrl_ep *ep,
 					  struct mrl_peer *peer, int rail,
 					  uint64_t addr, uint64_t key)
@@ -958,8 +982,10 @@ static inline bool mrl_fence_write_posted(struct mrl_ep *ep,
 	return true;
 }
 int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer);
+void mrl_fence_probe_passed(struct mrl_peer *peer, int rail);
+void mrl_fence_conn_died(struct mrl_peer *peer, int rail);
 void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err);
-void mrl_fence_lost(struct mrl_peer *peer, int rail);
+void mrl_fence_lost(struct mrl_peer *peer, int rail, bool may_land);
 ssize_t mrl_fence_post_zero(struct mrl_ep *ep, struct mrl_peer *peer,
 			    int rail, struct mrl_fence *req, int kind,
 			    uint64_t addr, uint64_t key, bool read);

@@ -74,6 +74,7 @@ static int mrl_post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
 	struct mrl_peer_fence *f = &peer->fence;
 	struct mrl_fence *req = mrl_fence_req(ep, peer, rail);
+	bool path;
 	ssize_t ret;
 
 	if (!req)
@@ -94,9 +95,10 @@ static int mrl_post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		/* a rail that refuses every flush is taken out after the
 		 * deadline, as for chunks; a suspect one is lost then */
 		mrl_health_refused(ep, peer, rail);
-	} else if ((mrl_health_post_failed(ep, peer, rail, (int) ret) ||
+	} else if (((path = mrl_health_post_failed(ep, peer, rail, (int) ret)) ||
 		    (f->suspect & mrl_rail_bit(rail))) && !ep->domain->acked_writes) {
-		mrl_fence_lost(peer, rail);
+		/* a path error: the connection is gone, and its bytes */
+		mrl_fence_lost(peer, rail, !path);
 	} else {
 		/* the core cannot flush: the send goes on unordered */
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: fence write: %s\n",
@@ -109,13 +111,16 @@ static int mrl_post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 /*
  * Writes on rail to peer completed and may not have landed: the next send
  * to peer fails.  A fence still in flight there is left to the core; no
- * send waits for it.
+ * send waits for it.  may_land: the connection may still deliver them
+ * (a deadline passed; not a core's error), so the rail turns stale.
  */
-void mrl_fence_lost(struct mrl_peer *peer, int rail)
+void mrl_fence_lost(struct mrl_peer *peer, int rail, bool may_land)
 {
 	struct mrl_peer_fence *f = &peer->fence;
 	uint32_t b = mrl_rail_bit(rail);
 
+	if (may_land)
+		f->stale |= b;
 	if (f->lost & b)
 		return;
 	f->lost |= b;
@@ -155,8 +160,54 @@ static int mrl_fence_report_loss(struct mrl_ep *ep, struct mrl_peer *peer)
 		 "the send that follows them fails (-FI_EIO) instead of "
 		 "arriving without them\n", peer->fence.lost);
 	peer->fence.lost = 0;
+	peer->fence.tainted = false;	/* this failure covers them */
 	ep->lost_sends++;
 	return -FI_EIO;
+}
+
+/*
+ * Writes went to the peer while bytes of a failed rail could still land
+ * over them: the send that would announce them fails as well.  Warned at
+ * the first such send after each loss; each counts in lost_sends.
+ */
+static int mrl_fence_report_taint(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	struct mrl_peer_fence *f = &peer->fence;
+
+	if (!f->taint_warned) {
+		MRL_WARN(FI_LOG_EP_DATA, "writes to this peer went out while "
+			 "bytes lost with a failed rail could still land over "
+			 "them: the sends that follow such writes fail "
+			 "(-FI_EIO) until that rail answers or its connection "
+			 "dies\n");
+		f->taint_warned = true;
+	}
+	f->tainted = false;
+	ep->lost_sends++;
+	return -FI_EIO;
+}
+
+/*
+ * A probe passed on rail to peer: it went behind any bytes still held
+ * there, so none of them can land any more.
+ */
+static void mrl_fence_unstale(struct mrl_peer_fence *f, int rail)
+{
+	f->stale &= ~mrl_rail_bit(rail);
+	if (!f->stale)
+		f->taint_warned = false;
+}
+
+void mrl_fence_probe_passed(struct mrl_peer *peer, int rail)
+{
+	mrl_fence_unstale(&peer->fence, rail);
+}
+
+/* The core failed an op to peer on rail: its connection died, and with it
+ * any bytes it still held. */
+void mrl_fence_conn_died(struct mrl_peer *peer, int rail)
+{
+	mrl_fence_unstale(&peer->fence, rail);
 }
 
 /*
@@ -182,7 +233,7 @@ static void mrl_fence_suspects_due(struct mrl_ep *ep, struct mrl_peer *peer)
 	    (uint64_t) mrl_params.rail_timeout_ms * 1000000ull)
 		return;
 	for (due = f->suspect; due; due &= due - 1)
-		mrl_fence_lost(peer, __builtin_ctz(due));
+		mrl_fence_lost(peer, __builtin_ctz(due), true);
 }
 
 /*
@@ -195,8 +246,10 @@ int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer)
 	int rail;
 
 	mrl_assert_locked(ep->domain);
-	if (f->owner != ep || !(f->dirty | f->inflight | f->lost))
+	if (f->owner != ep || !(f->dirty | f->inflight | f->lost | f->tainted))
 		return 0;
+	if (f->tainted && !f->lost)
+		return mrl_fence_report_taint(ep, peer);
 	for (rail = 1; !f->lost && rail < ep->nrails; rail++) {
 		if ((f->dirty & mrl_rail_bit(rail)) && !(f->inflight & mrl_rail_bit(rail)))
 			mrl_post_fence(ep, peer, rail);
@@ -205,7 +258,9 @@ int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer)
 		mrl_fence_suspects_due(ep, peer);
 	if (f->lost)
 		return mrl_fence_report_loss(ep, peer);
-	return ((f->dirty | f->inflight) & ~f->abandoned) ? -FI_EAGAIN : 0;
+	/* a rail dirty again behind an abandoned fence waits for it: its
+	 * request is the rail's one */
+	return (f->dirty | (f->inflight & ~f->abandoned)) ? -FI_EAGAIN : 0;
 }
 
 void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err)
@@ -217,7 +272,10 @@ void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err)
 	ep->rails[fence->rail].fences--;
 	ep->rails[fence->rail].fences_done++;
 	if (f->abandoned & b) {
-		f->abandoned &= ~b;	/* no send waits for it */
+		/* no send waits for it; either way, nothing it followed can
+		 * land any more: it did, or the connection died with it */
+		f->abandoned &= ~b;
+		mrl_fence_unstale(f, fence->rail);
 		return;
 	}
 	if (!err) {
@@ -229,7 +287,7 @@ void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err)
 	MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: fence failed: %s\n",
 		      fence->rail, fi_strerror(-err));
 	if (err != -FI_ECANCELED && !ep->domain->acked_writes)
-		mrl_fence_lost(fence->peer, fence->rail);
+		mrl_fence_lost(fence->peer, fence->rail, false);
 }
 
 /* ep is closing: its fences were flushed or cancelled with its rails. */

@@ -365,6 +365,7 @@ int mrl_rail0_target(struct mrl_ep *ep, fi_addr_t dest, uint64_t key,
 	ret = mrl_fence_progress(ep, peer);
 	if (ret)
 		return ret;
+	mrl_fence_note_write(peer);	/* an inject or atomic writes too */
 	*addr = peer->rail[0].core_addr;
 	*key0 = keyv[0];
 	return 0;
@@ -487,6 +488,8 @@ static void mrl_op_init(struct mrl_ep *ep, struct mrl_op *op,
 	op->raddr = a->rma_iov->addr;
 	op->key = 0;
 	op->peer = peer;
+	if (op->kind == MRL_OP_WRITE)
+		mrl_fence_note_write(peer);
 	op->owner = NULL;
 	op->one_iov = ep->domain->rma_one_iov;
 	op->unmetered = sched->unmetered;
@@ -523,7 +526,10 @@ static uint32_t mrl_op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 static ssize_t mrl_announce_fence(struct mrl_ep *ep, const struct mrl_rma_args *a,
 			      struct mrl_peer *peer)
 {
-	int ret = mrl_fence_progress(ep, peer);
+	int ret;
+
+	mrl_fence_note_write(peer);	/* its own bytes too */
+	ret = mrl_fence_progress(ep, peer);
 
 	if (ret != -FI_EIO)
 		return ret;
@@ -1124,6 +1130,8 @@ ssize_t mrl_rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 	op->desc[0] = a->desc;
 	op->raddr = a->raddr;
 	op->peer = peer;
+	if (a->kind == MRL_OP_WRITE)
+		mrl_fence_note_write(peer);
 	/* for a post again elsewhere (every rail's key: never widened) */
 	mrl_slot_of(op)->key = a->key;
 	mrl_slot_of(op)->keyv = keyv;
@@ -1371,6 +1379,8 @@ static ssize_t mrl_rma_inject_write(struct fid_ep *ep_fid, const void *buf, size
 	if (!mrl_inject_fits(ep, len))
 		return -FI_EINVAL;
 	mrl_ep_lock(ep);
+	if (with_data && mrl_av_peer(ep->av, dest))	/* it announces its bytes */
+		mrl_fence_note_write(mrl_av_peer(ep->av, dest));
 	ret = mrl_rail0_target(ep, dest, key, &caddr, &key0);
 	if (ret)
 		goto out;
