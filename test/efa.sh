@@ -82,6 +82,12 @@ warned=$(echo "$out" | grep -c "has no fi_cq_readfrom: no leased polls" ||
 # FI_THREAD_SAFE over 32-bit keys: threads share endpoints, CQs, and the
 # domain's key generation (concurrent registrations)
 run ./test/mt_test
+# both ends connecting at once on 2 domains (threads) x 8 endpoints, as
+# NCCL's RDMA protocol does: every byte checked when its message arrives.
+# (With the GPU path, FI_EFA_EMU_HMEM=all -e 4 -s 4194304, the test
+# provider over libfabric 2.x tcp hands a staged write's answer to another
+# endpoint and the run stalls: docs/clients.md.)
+run ./test/xconn_test -d 2 -e 8 -r 10
 # GPU memory's path (test/efa/efa_emu_hmem.c), taken by every RMA here, host
 # memory too: the test provider's own messages and copies at both ends, as
 # efa with GPUDirect is emulated where CUDA is; bytes and CQ data checked

@@ -237,6 +237,24 @@ static void mrl_fence_suspects_due(struct mrl_ep *ep, struct mrl_peer *peer)
 }
 
 /*
+ * A rail written again while a fence no send waits for is still in flight
+ * there: its request is the rail's one, so the new writes' fence waits for
+ * it; the rail turns suspect, so that a fence the core never returns fails
+ * the send after the deadline instead of holding it for ever.
+ */
+static void mrl_fence_behind_abandoned(struct mrl_ep *ep,
+				       struct mrl_peer_fence *f)
+{
+	uint32_t held = f->dirty & f->inflight & f->abandoned & ~f->suspect;
+
+	if (!held)
+		return;
+	if (!f->suspect)
+		f->suspect_since_ns = ep->now_ns;
+	f->suspect |= held;
+}
+
+/*
  * 0: nothing of ep's is in flight on other rails to peer, send now.
  * -FI_EAGAIN: fences are posted or in flight; progress and retry.
  */
@@ -254,6 +272,7 @@ int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer)
 		if ((f->dirty & mrl_rail_bit(rail)) && !(f->inflight & mrl_rail_bit(rail)))
 			mrl_post_fence(ep, peer, rail);
 	}
+	mrl_fence_behind_abandoned(ep, f);
 	if (f->suspect && !f->lost)
 		mrl_fence_suspects_due(ep, peer);
 	if (f->lost)
