@@ -187,10 +187,7 @@ static int mrl_fence_report_taint(struct mrl_ep *ep, struct mrl_peer *peer)
 	return -FI_EIO;
 }
 
-/*
- * A probe passed on rail to peer: it went behind any bytes still held
- * there, so none of them can land any more.
- */
+/* Nothing lost on rail can land any more. */
 static void mrl_fence_unstale(struct mrl_peer_fence *f, int rail)
 {
 	f->stale &= ~mrl_rail_bit(rail);
@@ -198,6 +195,10 @@ static void mrl_fence_unstale(struct mrl_peer_fence *f, int rail)
 		f->taint_warned = false;
 }
 
+/*
+ * A probe passed on rail to peer: it went behind any bytes still held
+ * there, so none of them can land any more.
+ */
 void mrl_fence_probe_passed(struct mrl_peer *peer, int rail)
 {
 	mrl_fence_unstale(&peer->fence, rail);
