@@ -982,8 +982,7 @@ static inline bool mrl_fence_write_posted(struct mrl_ep *ep,
 	return true;
 }
 int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer);
-void mrl_fence_probe_passed(struct mrl_peer *peer, int rail);
-void mrl_fence_conn_died(struct mrl_peer *peer, int rail);
+void mrl_fence_settled(struct mrl_peer *peer, int rail);
 void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err);
 void mrl_fence_lost(struct mrl_peer *peer, int rail, bool may_land);
 ssize_t mrl_fence_post_zero(struct mrl_ep *ep, struct mrl_peer *peer,

@@ -187,7 +187,11 @@ static int mrl_fence_report_taint(struct mrl_ep *ep, struct mrl_peer *peer)
 	return -FI_EIO;
 }
 
-/* Nothing lost on rail can land any more. */
+/*
+ * Nothing lost on rail to peer can land any more: a probe passed there
+ * (behind those bytes on the same connection), the core failed an op
+ * there (the connection died with them), or the abandoned fence came back.
+ */
 static void mrl_fence_unstale(struct mrl_peer_fence *f, int rail)
 {
 	f->stale &= ~mrl_rail_bit(rail);
@@ -195,18 +199,7 @@ static void mrl_fence_unstale(struct mrl_peer_fence *f, int rail)
 		f->taint_warned = false;
 }
 
-/*
- * A probe passed on rail to peer: it went behind any bytes still held
- * there, so none of them can land any more.
- */
-void mrl_fence_probe_passed(struct mrl_peer *peer, int rail)
-{
-	mrl_fence_unstale(&peer->fence, rail);
-}
-
-/* The core failed an op to peer on rail: its connection died, and with it
- * any bytes it still held. */
-void mrl_fence_conn_died(struct mrl_peer *peer, int rail)
+void mrl_fence_settled(struct mrl_peer *peer, int rail)
 {
 	mrl_fence_unstale(&peer->fence, rail);
 }

@@ -177,8 +177,8 @@ void mrl_health_chunk_failed(struct mrl_ep *ep, struct mrl_chunk *chunk,
 {
 	char why[96];
 
-	if (chunk->op && mrl_rail_error(err))
-		mrl_fence_conn_died(chunk->op->peer, chunk->rail);
+	if (chunk->op && mrl_rail_error(err))	/* its connection died */
+		mrl_fence_settled(chunk->op->peer, chunk->rail);
 	if (!chunk->op || chunk->orphan || !mrl_rail_error(err))
 		return;
 	snprintf(why, sizeof(why), "the core failed a chunk: %s",
@@ -444,7 +444,7 @@ void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,
 	h->probing &= ~mrl_rail_bit(rail);
 	if (!err) {
 		h->probe_shift[rail] = 0;
-		mrl_fence_probe_passed(peer, rail);
+		mrl_fence_settled(peer, rail);	/* behind what was held */
 		mrl_rail_up(ep, peer, rail);
 		return;
 	}
