@@ -42,6 +42,8 @@
 
 /* Device registrations' keys (efa_emu_hmem.c); host ones have it clear. */
 #define EMU_KEY_DEVICE		(1ULL << 31)
+/* The largest core address (tcp's: a sockaddr_in6). */
+#define EMU_NAME_MAX		64
 /* Tags with this bit are the test provider's own (staged RMA). */
 #define EMU_TAG_INTERNAL	(1ULL << 62)
 
@@ -232,6 +234,8 @@ struct emu_ep {
 	struct emu_xfer *xfers;		/* staged RMAs under way, in order */
 	void *hdr_rx;			/* their header receives */
 	struct fid_mr *hdr_mr;
+	struct fid_av *av;		/* the core's, as bound */
+	uint64_t hdr_tag;		/* headers to us carry it */
 	struct emu_req *live;		/* requests the core may still hold */
 	struct emu_opts opts;
 	bool enabled;

@@ -1064,6 +1064,7 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 
 	switch (bfid->fclass) {
 	case FI_CLASS_AV:
+		ep->av = emu_container_of(bfid, struct fid_av, fid);
 		return fi_ep_bind(ep->core, bfid, flags);
 	case FI_CLASS_CQ:
 		return bind_cq(ep, emu_container_of(bfid, struct emu_cq,

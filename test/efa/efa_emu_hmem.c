@@ -18,18 +18,26 @@
  * needs the target's progress; here efa-direct's device RMA does too.
  * Messages in device memory go through a bounce buffer the same way.
  *
+ * A header's tag names the endpoint it is for (a hash of its core
+ * address), and each endpoint's header receives take only its own.  The
+ * receives are posted for any sender, and libfabric 2.x's tcp matches
+ * such a receive against the messages buffered for every endpoint of the
+ * domain, not only its own: with one tag for all, an endpoint took
+ * headers and ACKs sent to its neighbours, and those RMAs never finished.
+ *
  * FI_EFA_EMU_HMEM: auto (FI_HMEM where CUDA finds a device), off, or all:
  * every RMA takes this path, host memory too (memcpy), which tests the
  * protocol on machines without a GPU.
  */
 #include <dlfcn.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "efa_emu.h"
 
-#define EMU_TAG_HDR	(EMU_TAG_INTERNAL | 0)
 #define EMU_TAG_PAYLOAD	(EMU_TAG_INTERNAL | (1ULL << 61))
+#define EMU_HDR_HASH	((1ULL << 61) - 1)	/* a header's tag: the rest */
 #define EMU_ID_MASK	((1ULL << 48) - 1)
 #define EMU_WIRE_MAGIC	0x65667768u	/* "efwh" */
 #define EMU_WIRE_DATA	0x1		/* a PUT with CQ data */
@@ -75,6 +83,7 @@ struct emu_xfer {
 	bool target;
 	bool write;
 	fi_addr_t peer;
+	uint64_t peer_tag;		/* its headers' tag */
 	struct emu_wire w;		/* initiator: the header; target: as received */
 	struct emu_req *user;		/* initiator: the user's op, or NULL */
 	struct emu_bounce *b;
@@ -318,6 +327,30 @@ void emu_hmem_req_done(struct emu_req *req, const struct fi_cq_tagged_entry *e)
 
 /* ---- staged RMA ---------------------------------------------------------------- */
 
+/* The header tag of the endpoint whose core address is addr (FNV-1a). */
+static uint64_t hdr_tag_of(const void *addr, size_t len)
+{
+	const unsigned char *p = addr;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	return EMU_TAG_INTERNAL | (h & EMU_HDR_HASH);
+}
+
+/* The header tag of the peer at addr in ep's AV, or 0 if unknown. */
+static uint64_t peer_hdr_tag(struct emu_ep *ep, fi_addr_t addr)
+{
+	char name[EMU_NAME_MAX];
+	size_t len = sizeof(name);
+
+	if (!ep->av || fi_av_lookup(ep->av, addr, name, &len) ||
+	    len > sizeof(name))
+		return 0;
+	return hdr_tag_of(name, len);
+}
+
 static void xfer_unlink(struct emu_xfer *x)
 {
 	struct emu_xfer **p;
@@ -387,7 +420,7 @@ static ssize_t inject_wire(struct emu_xfer *x, uint16_t type)
 	w.magic = EMU_WIRE_MAGIC;
 	w.type = type;
 	w.status = x->err;
-	return fi_tinject(x->ep->core, &w, sizeof(w), x->peer, EMU_TAG_HDR);
+	return fi_tinject(x->ep->core, &w, sizeof(w), x->peer, x->peer_tag);
 }
 
 /*
@@ -487,6 +520,7 @@ ssize_t emu_hmem_rma(struct emu_ep *ep, bool write, const struct iovec *iov,
 		return -FI_ENOMEM;
 	x->write = write;
 	x->peer = addr;
+	x->peer_tag = peer_hdr_tag(ep, addr);
 	x->user = user;
 	x->w = (struct emu_wire) {
 		.id = emu_random(ep->domain) & EMU_ID_MASK, .key = rma->key, .addr = rma->addr, .len = len,
@@ -494,6 +528,13 @@ ssize_t emu_hmem_rma(struct emu_ep *ep, bool write, const struct iovec *iov,
 		.flags = write && (flags & FI_REMOTE_CQ_DATA) ? EMU_WIRE_DATA :
 							        0,
 	};
+	if (!x->peer_tag) {
+		EMU_WARN(FI_LOG_EP_DATA, "staged RMA: fi_addr %" PRIu64
+			 " is not in the AV\n", (uint64_t) addr);
+		x->user = NULL;
+		xfer_free(x);
+		return -FI_EINVAL;
+	}
 	x->b = bounce_new(ep->domain, len);
 	if (!x->b || (write && gather(x->b->buf, iov, count))) {
 		ssize_t ret = x->b ? -FI_EIO : -FI_ENOMEM;
@@ -582,6 +623,7 @@ static void target_start(struct emu_ep *ep, const struct emu_wire *w,
 	}
 	x->w = *w;
 	x->peer = src;
+	x->peer_tag = peer_hdr_tag(ep, src);
 	x->write = w->type == EMU_PUT;
 	x->err = target_check(x, x->write ? FI_REMOTE_WRITE : FI_REMOTE_READ);
 	/*
@@ -674,16 +716,22 @@ static ssize_t post_hdr_rx(struct emu_ep *ep, struct emu_hdr_rx *h)
 	h->req.done = hdr_done;
 	return fi_trecv(ep->core, &h->w, sizeof(h->w),
 			ep->hdr_mr ? fi_mr_desc(ep->hdr_mr) : NULL,
-			FI_ADDR_UNSPEC, EMU_TAG_HDR, 0, &h->req.core_ctx);
+			FI_ADDR_UNSPEC, ep->hdr_tag, 0, &h->req.core_ctx);
 }
 
 /* At fi_enable: the header receives every staged RMA starts with. */
 int emu_hmem_ep_enable(struct emu_ep *ep)
 {
+	char name[EMU_NAME_MAX];
+	size_t len = sizeof(name);
 	int i, ret;
 
 	if (!emu_hmem_active())
 		return 0;
+	ret = fi_getname(&ep->core->fid, name, &len);
+	if (ret)
+		return ret;
+	ep->hdr_tag = hdr_tag_of(name, len);
 	ep->hdr_rx = calloc(EMU_HDR_RX, sizeof(struct emu_hdr_rx));
 	if (!ep->hdr_rx)
 		return -FI_ENOMEM;
