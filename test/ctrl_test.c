@@ -47,6 +47,7 @@ static struct side mr_side, core_side;
 static struct fi_multirail_ep_ops *ops;
 static const char *core_name;		/* the core under multirail */
 static const void *rail0_name;		/* the target's rail 0 address */
+static uint64_t target_tag;		/* its control tag there */
 
 static struct fi_multirail_rail_stats stats(int rail)
 {
@@ -54,6 +55,33 @@ static struct fi_multirail_rail_stats stats(int rail)
 
 	CHK(ops->rail_stats(mr_side.ep, rail, &st));
 	return st;
+}
+
+/*
+ * The control tag of the multirail endpoint whose rail address this is
+ * (mrl_proto.h), within the core's tag width as mrl_ctrl.c takes it.
+ * Answers to our plain endpoints come with their own: those receives
+ * ignore the hash.
+ */
+static uint64_t control_tag(const void *rail_addr, size_t len)
+{
+	uint64_t m = core_side.info->ep_attr->mem_tag_format;
+	int shift;
+
+	for (shift = 1; shift < 64; shift <<= 1)
+		m |= m >> shift;
+	return mrl_ctrl_tag_for(rail_addr, len, m);
+}
+
+/* The control tag of multirail side s on its rail 0. */
+static uint64_t side_tag(struct side *s)
+{
+	uint8_t name[4096];
+	size_t len = sizeof(name);
+
+	CHK(fi_getname(&s->ep->fid, name, &len));
+	return control_tag((struct mrl_addr_hdr *) name + 1,
+			   ((struct mrl_addr_hdr *) name)->rail_addrlen);
 }
 
 /* One bad message of kind k into buf; returns its length. */
@@ -151,7 +179,7 @@ static void send_bad_messages(fi_addr_t target, const void *name,
 			size_t len = bad_message(k, msgs[k], name, namelen);
 
 			tsend_from(&core_side, &mr_side, msgs[k], len, target,
-				   MRL_CTRL_TAG, NULL);
+				   target_tag, NULL);
 		}
 		drain_core_sends(NKINDS);
 	}
@@ -193,7 +221,7 @@ static void send_oversized(const char *core, const void *rail0)
 		if (fi_av_insert(rogue.av, rail0, 1, &target, 0, NULL) != 1)
 			die("core fi_av_insert of rail 0's address");
 		tsend_from(&rogue, &mr_side, msg, sizeof(msg), target,
-			   MRL_CTRL_TAG, NULL);
+			   target_tag, NULL);
 		for (done = 0, end = now() + TIMEOUT_S; !done && now() < end;) {
 			fi_cq_read(mr_side.cq, NULL, 0);
 			r = fi_cq_read(rogue.cq, &e, 1);
@@ -363,7 +391,7 @@ static void wildcard_recv_spares_control(fi_addr_t target, const void *name,
 	for (i = 0; i < 2 * RX_BUFS; i++) {
 		end = now() + TIMEOUT_S;
 		while ((r = fi_tsend(core_side.ep, msg, len, NULL, target,
-				     MRL_CTRL_TAG, NULL)) == -FI_EAGAIN &&
+				     target_tag, NULL)) == -FI_EAGAIN &&
 		       now() < end)
 			sent += fi_cq_read(core_side.cq, &e, 1) == 1;
 		CHK(r);
@@ -427,9 +455,9 @@ static void ask_keys_from(struct side *s, fi_addr_t target, uint64_t key,
 	m->key = key;
 	m->addrlen = sizeof(*hdr) + alen;
 	CHK(fi_trecv(s->ep, resp, sizeof(resp), NULL, FI_ADDR_UNSPEC,
-		     MRL_CTRL_TAG, 0, resp));
+		     MRL_CTRL_TAG, MRL_CTRL_TAG_HASH, resp));
 	tsend_from(s, &mr_side, req, sizeof(*m) + m->addrlen, target,
-		   MRL_CTRL_TAG, req);
+		   target_tag, req);
 	for (end = now() + TIMEOUT_S; !(got_send && got_recv) && now() < end;) {
 		fi_cq_read(mr_side.cq, NULL, 0);
 		r = fi_cq_read(s->cq, &e, 1);
@@ -548,7 +576,7 @@ static void learned_peers_bounded(fi_addr_t target, uint64_t remote_key)
 		sin->sin_port = htons(47900 + i);	/* nobody listens there */
 		sin->sin_addr.s_addr = htonl(0x7f000001);
 		tsend_from(&liar, &mr_side, m, sizeof(*m) + m->addrlen,
-			   liar_to_target, MRL_CTRL_TAG, NULL);
+			   liar_to_target, target_tag, NULL);
 		/*
 		 * A few at a time, each batch received before the next:
 		 * libfabric 2.1's rxm crashes in fi_av_insert (which
@@ -595,8 +623,8 @@ static void claim_to(struct side *s, fi_addr_t target, int type,
 	m->key = key;
 	m->status = status;
 	memcpy(m->payload, claimed, len);
-	tsend_from(&core_side, s, msg, sizeof(*m) + len, target, MRL_CTRL_TAG,
-		   NULL);
+	tsend_from(&core_side, s, msg, sizeof(*m) + len, target,
+		   side_tag(s), NULL);
 }
 
 /* The same to mr_side, once it arrived there. */
@@ -797,7 +825,7 @@ static uint64_t hello_answers(struct side *s, struct side *claimed,
 	sent = st.ctrl_sent;
 	if (to_us)
 		CHK(fi_trecv(core_side.ep, ack, sizeof(ack), NULL,
-			     FI_ADDR_UNSPEC, MRL_CTRL_TAG, 0, ack));
+			     FI_ADDR_UNSPEC, MRL_CTRL_TAG, MRL_CTRL_TAG_HASH, ack));
 	claim_to(s, target, MRL_CTRL_HELLO, addr, len, 0, 0);
 	for (end = now() + TIMEOUT_S; st.ctrl_received == got && now() < end;) {
 		fi_cq_read(s->cq, NULL, 0);
@@ -1003,6 +1031,8 @@ int main(void)
 	open_side(&core_side, core, NULL, "lo", FI_MSG | FI_TAGGED);
 	core_name = core;
 	rail0_name = (struct mrl_addr_hdr *) name + 1;
+	target_tag = control_tag(rail0_name,
+				 ((struct mrl_addr_hdr *) name)->rail_addrlen);
 	printf("multirail over %s, and a plain %s endpoint\n", core,
 	       core_side.info->fabric_attr->prov_name);
 	/* the target's rail 0, as a plain core peer */

@@ -130,12 +130,45 @@ static void refused(void)
 	      "the cut form without a control endpoint: refused");
 }
 
+/*
+ * Control tags: two endpoints of one NIC differ only in the port (tcp) or
+ * the QP number (efa), and must not share a tag; none is the tag of
+ * senders that know a peer by a partial address.
+ */
+static void ctrl_tags(void)
+{
+	uint8_t a[16] = { 2, 0, 0x9c, 0x40, 127, 0, 0, 1 }, b[16];
+	uint64_t ta, tb;
+	int i, same = 0, any = 0;
+
+	memcpy(b, a, sizeof(b));
+	ta = mrl_ctrl_tag_for(a, sizeof(a), ~0ULL);
+	tb = mrl_ctrl_tag_for(b, sizeof(b), ~0ULL);
+	check((ta & MRL_CTRL_TAG) && ta == tb,
+	      "a control tag has MRL_CTRL_TAG, and the same bytes give it");
+	tb = mrl_ctrl_tag_for(b, sizeof(b), 0xffffull << 8);
+	check((tb & ~MRL_CTRL_TAG) && !(tb & ~(MRL_CTRL_TAG | 0xffffull << 8)),
+	      "and keeps to the bits the core offers (%#llx)",
+	      (unsigned long long) tb);
+	for (i = 0; i < 65536; i++) {
+		b[2] = (uint8_t) (i >> 8);
+		b[3] = (uint8_t) i;
+		tb = mrl_ctrl_tag_for(b, sizeof(b), ~0ULL);
+		same += tb == ta && (b[2] != a[2] || b[3] != a[3]);
+		any += tb == MRL_CTRL_TAG_ANY || !(tb & MRL_CTRL_TAG);
+	}
+	check(!same && !any, "65536 ports of one address: no other port's "
+	      "tag is this one's (%d), none is MRL_CTRL_TAG_ANY (%d)", same,
+	      any);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
 	efa_fits_56_bytes();
 	extremes();
 	refused();
+	ctrl_tags();
 	printf("%s: %d failure(s)\n", check_failures ? "FAIL" : "PASS",
 	       check_failures);
 	return check_failures ? 1 : 0;

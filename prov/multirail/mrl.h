@@ -703,6 +703,8 @@ struct mrl_rma_req {
 #define MRL_CTRL_RX_COUNT	64	/* on rail 0: every writedata's entry
 					 * comes in one (mrl_ctrl.c) */
 #define MRL_CTRL_RAIL_RX_COUNT	2	/* on each other rail: RAIL_UP only */
+#define MRL_CTRL_RX_ANY		4	/* of rail 0's: for senders that know
+					 * us by a partial address */
 #define MRL_CTRL_TX_COUNT	64
 
 
@@ -710,6 +712,7 @@ struct mrl_ctrl_buf {
 	struct mrl_req_hdr hdr;		/* must stay first */
 	struct mrl_ctrl_buf *next_free;	/* free list, or backlog order */
 	int rail;			/* receive: posted on; send: goes on */
+	uint64_t tag;			/* receive: takes; send: carries */
 	size_t len;			/* backlogged send: its length */
 	fi_addr_t dest;			/* and its destination on rail */
 	struct mrl_peer *peer;		/* (peers live as long as the AV) */

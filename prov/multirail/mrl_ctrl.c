@@ -63,7 +63,7 @@ static int mrl_post_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	      fi_recv(ep->ctrl_ep, buf->data, MRL_CTRL_BUF_SIZE,
 		      mrl_ctrl_desc(ep, 0), FI_ADDR_UNSPEC, &buf->hdr) :
 	      fi_trecv(ep->rails[buf->rail].ep, buf->data, MRL_CTRL_BUF_SIZE,
-		       mrl_ctrl_desc(ep, buf->rail), FI_ADDR_UNSPEC, MRL_CTRL_TAG,
+		       mrl_ctrl_desc(ep, buf->rail), FI_ADDR_UNSPEC, buf->tag,
 		       0, &buf->hdr);
 	if (ret)
 		MRL_WARN_ONCE(FI_LOG_EP_CTRL, "rail %d: control receive: "
@@ -91,12 +91,45 @@ static int mrl_register_bufs(struct mrl_ep *ep)
 }
 
 /*
+ * The tag bits a control tag may use on this domain's core: its
+ * mem_tag_format describes fields, not a mask (FI_TAG_GENERIC is
+ * 0xaaaa...); the bits below its highest one are the tag's.
+ */
+static uint64_t mrl_ctrl_tag_bits(const struct mrl_ep *ep)
+{
+	uint64_t m = ep->domain->rails[0].info->ep_attr->mem_tag_format;
+	int shift;
+
+	for (shift = 1; shift < 64; shift <<= 1)
+		m |= m >> shift;
+	return m;
+}
+
+/*
+ * Each rail's control tag for us (mrl_proto.h): from our address as peers
+ * hold it, each rail's slot whole (a string address is padded there).
+ */
+static void mrl_ctrl_tags(const struct mrl_ep *ep, uint64_t *tags)
+{
+	const struct mrl_addr_hdr *hdr = ep->name;
+	int r;
+
+	for (r = 0; r < ep->nrails; r++)
+		tags[r] = mrl_ctrl_tag_for(mrl_addr_rail(hdr, r),
+					   hdr->rail_addrlen,
+					   mrl_ctrl_tag_bits(ep));
+}
+
+/*
  * Receives: MRL_CTRL_RX_COUNT on rail 0, which carries every exchange, and
  * a few on each other rail for RAIL_UP (more queue in the core as
- * unexpected messages until one is reposted).  Then the send buffers.
+ * unexpected messages until one is reposted).  Of rail 0's, the first
+ * MRL_CTRL_RX_ANY take MRL_CTRL_TAG_ANY (senders that know us by a
+ * partial address), the rest our tag.  Then the send buffers.
  */
 int mrl_ctrl_init(struct mrl_ep *ep)
 {
+	uint64_t tags[MRL_MAX_RAILS];
 	struct mrl_domain *dom = ep->domain;
 	size_t nrx = MRL_CTRL_RX_COUNT, i;
 	int ret;
@@ -108,6 +141,7 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 	ep->ctrl_bufs = calloc(ep->ctrl_nbufs, sizeof(*ep->ctrl_bufs));
 	if (!ep->ctrl_bufs)
 		return -FI_ENOMEM;
+	mrl_ctrl_tags(ep, tags);
 	if (dom->core_mr_local) {
 		ret = mrl_register_bufs(ep);
 		if (ret)
@@ -117,6 +151,9 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 		ep->ctrl_bufs[i].rail = i < MRL_CTRL_RX_COUNT ? 0 :
 			1 + (int) ((i - MRL_CTRL_RX_COUNT) /
 				   MRL_CTRL_RAIL_RX_COUNT);
+		ep->ctrl_bufs[i].tag = ep->ctrl_ep ? 0 :
+			i < MRL_CTRL_RX_ANY ? MRL_CTRL_TAG_ANY :
+			tags[ep->ctrl_bufs[i].rail];
 		ret = mrl_post_rx(ep, &ep->ctrl_bufs[i]);
 		if (ret)
 			return ret;
@@ -199,12 +236,23 @@ void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	ep->ctrl_tx_free = buf;
 }
 
-/* Where buf goes on rail: the peer's control endpoint, or its rail. */
+/*
+ * Where buf goes on rail: the peer's control endpoint, or its rail, with
+ * the tag of the peer's endpoint there (MRL_CTRL_TAG_ANY while we know it
+ * by a partial address).
+ */
 static void mrl_set_dest(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int rail)
 {
+	const struct mrl_peer *peer = buf->peer;
+
 	buf->rail = rail;
-	buf->dest = ep->ctrl_ep ? buf->peer->ctrl_addr :
-				  buf->peer->rail[rail].core_addr;
+	buf->dest = ep->ctrl_ep ? peer->ctrl_addr :
+				  peer->rail[rail].core_addr;
+	buf->tag = ep->ctrl_ep || peer->partial ? MRL_CTRL_TAG_ANY :
+		   mrl_ctrl_tag_for(mrl_addr_rail(peer->addr, rail),
+				    ((const struct mrl_addr_hdr *)
+				     peer->addr)->rail_addrlen,
+				    mrl_ctrl_tag_bits(ep));
 }
 
 static void mrl_backlog_add(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
@@ -228,7 +276,7 @@ static ssize_t mrl_post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	      fi_send(ep->rails[0].ep, buf->data, buf->len, mrl_ctrl_desc(ep, 0),
 		      buf->dest, &buf->hdr) :
 	      fi_tsend(ep->rails[buf->rail].ep, buf->data, buf->len,
-		       mrl_ctrl_desc(ep, buf->rail), buf->dest, MRL_CTRL_TAG,
+		       mrl_ctrl_desc(ep, buf->rail), buf->dest, buf->tag,
 		       &buf->hdr);
 	if (!ret) {
 		ep->rails[buf->rail].ctrl_sent++;

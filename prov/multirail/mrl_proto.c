@@ -137,6 +137,21 @@ const void *mrl_addr_rail(const void *addr, int rail)
 	return (const char *) (hdr + 1) + (size_t) rail * hdr->rail_addrlen;
 }
 
+/* FNV-1a: the bytes differ in a port or a QP number, not by design */
+uint64_t mrl_ctrl_tag_for(const void *core_addr, size_t len, uint64_t bits)
+{
+	const uint8_t *b = core_addr;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	bits &= MRL_CTRL_TAG_HASH;
+	h ^= h >> 48;		/* the high bits mixed into those kept */
+	h &= bits;
+	return MRL_CTRL_TAG | (h ? h : bits & -bits);
+}
+
 int mrl_ctrl_msg_check(const void *buf, size_t len)
 {
 	struct mrl_ctrl_msg msg;

@@ -22,6 +22,21 @@
 
 /* Tags with this bit are control messages: left out of mem_tag_format. */
 #define MRL_CTRL_TAG		(1ULL << 63)
+/*
+ * A control message's other tag bits name the endpoint it is for: a hash
+ * of that endpoint's core address on the rail it goes on
+ * (mrl_ctrl_tag_for), and each endpoint's control receives take only its
+ * own.  They are posted for any source, and libfabric 2.x's tcp matches
+ * such a receive against the unexpected messages of every endpoint of the
+ * domain: under one tag for all, an endpoint took its neighbour's
+ * messages (test/neighbour_test.c).  The hash keeps to the low 48 bits
+ * and to the core's tag width.  A peer known by rail 0's
+ * address alone (MRL_ADDR_PARTIAL: those bytes may not be the ones its
+ * fi_getname gives) is sent MRL_CTRL_TAG itself, which a few receives on
+ * rail 0 take.
+ */
+#define MRL_CTRL_TAG_ANY	MRL_CTRL_TAG
+#define MRL_CTRL_TAG_HASH	((1ULL << 48) - 1)
 
 /* ---- composite address --------------------------------------------------- */
 
@@ -61,7 +76,7 @@ _Static_assert(sizeof(struct mrl_addr_hdr) == 12, "address header: 12 bytes");
 /* ---- control messages ----------------------------------------------------- */
 
 #define MRL_CTRL_MAGIC		0x4d524c43u	/* "MRLC" */
-#define MRL_CTRL_VERSION	4	/* 4: WRITE_DATA */
+#define MRL_CTRL_VERSION	5	/* 5: tags name the endpoint */
 /* the receive buffers' size, and so the largest message */
 #define MRL_CTRL_BUF_SIZE	4096
 
@@ -155,6 +170,10 @@ void mrl_addr_expand(const void *addr, void *out);
  * its size, written only if it fits in have; 0 where the form does not
  * apply (no control endpoint, or rail_addrlen > MRL_ADDR_DELTA_MAX) */
 size_t mrl_addr_delta(const void *full, void *out, size_t have);
+/* The control tag of the endpoint whose core address is len bytes at
+ * core_addr: MRL_CTRL_TAG and a hash within bits (those the core's tags
+ * have), MRL_CTRL_TAG_ANY only where bits has none of MRL_CTRL_TAG_HASH */
+uint64_t mrl_ctrl_tag_for(const void *core_addr, size_t len, uint64_t bits);
 /* MRL_CTRL_OK when len bytes at msg hold a whole control message of ours,
  * its sender's address (not checked here) and keys included */
 int mrl_ctrl_msg_check(const void *msg, size_t len);
