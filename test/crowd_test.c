@@ -18,6 +18,7 @@
  * is within GROWTH_MB of what it was after the first.
  *
  *   crowd_test [-p procs] [-e endpoints] [-r rounds] [-s size] [-g G]
+ *   crowd_test -v: libfabric's version
  *
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS,
  * FI_MULTIRAIL_MAX_LEARNED_PEERS, MRL_TEST_PROV (the provider asked for;
@@ -247,8 +248,12 @@ int main(int argc, char **argv)
 	char ok;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
-	while ((c = getopt(argc, argv, "p:e:r:s:g:")) != -1) {
+	while ((c = getopt(argc, argv, "p:e:r:s:g:v")) != -1) {
 		switch (c) {
+		case 'v':
+			printf("%u.%u\n", FI_MAJOR(fi_version()),
+			       FI_MINOR(fi_version()));
+			return 0;
 		case 'p': procs = atoi(optarg); break;
 		case 'e': eps = atoi(optarg); break;
 		case 'r': rounds = atoi(optarg); break;
