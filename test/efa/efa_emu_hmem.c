@@ -624,6 +624,13 @@ static void target_start(struct emu_ep *ep, const struct emu_wire *w,
 	x->w = *w;
 	x->peer = src;
 	x->peer_tag = peer_hdr_tag(ep, src);
+	if (!x->peer_tag) {
+		/* no answer can go: untagged for us, it would reach the user */
+		EMU_WARN(FI_LOG_EP_DATA, "staged RMA from a sender the AV "
+			 "cannot name: dropped\n");
+		xfer_free(x);
+		return;
+	}
 	x->write = w->type == EMU_PUT;
 	x->err = target_check(x, x->write ? FI_REMOTE_WRITE : FI_REMOTE_READ);
 	/*
