@@ -79,19 +79,6 @@ static void fill(uint8_t *p, int idx, int round)
 	}
 }
 
-static long rss_kb(void)
-{
-	long pages = 0, resident = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (f) {
-		if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-			resident = 0;
-		fclose(f);
-	}
-	return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 static void xfer(int fd, void *buf, size_t len, int out)
 {
 	size_t done = 0;
@@ -329,10 +316,10 @@ int main(int argc, char **argv)
 			}
 			got++;
 			if (got == procs * eps)
-				rss_first = rss_kb();
+				rss_first = (rss_bytes() / 1024);
 		}
 	}
-	rss_last = rss_kb();
+	rss_last = (rss_bytes() / 1024);
 	check(got == total && !bad, "target: %d of %d entries, %d wrong, "
 	      "in %.1f s", got, total, bad, now() - t0);
 	if (rounds > 1)

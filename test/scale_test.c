@@ -46,19 +46,6 @@ static double median3(const double *v)
 	return a > b ? a : b;
 }
 
-static long rss_bytes(void)
-{
-	long pages = 0, rss = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (f) {
-		if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-			rss = 0;
-		fclose(f);
-	}
-	return rss * sysconf(_SC_PAGESIZE);
-}
-
 /* Peer i: every rail's sockaddr with port 1024 + i (sin_port and
  * sin6_port sit at the same offset). */
 static void make_peer(uint8_t *out, const uint8_t *self, size_t len,

@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -52,6 +53,20 @@ static inline double cpu_now(void)
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The process's resident memory, in bytes (/proc/self/statm). */
+static inline long rss_bytes(void)
+{
+	long pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+			rss = 0;
+		fclose(f);
+	}
+	return rss * sysconf(_SC_PAGESIZE);
 }
 
 #endif /* MRL_TEST_UTIL_H */
