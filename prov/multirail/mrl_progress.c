@@ -506,9 +506,21 @@ static void mrl_rail0_batches(struct mrl_ep *ep, struct fi_cq_tagged_entry *e,
 static void mrl_read_due(struct mrl_ep *ep, uint32_t due,
 		     struct fi_cq_tagged_entry *e, fi_addr_t *src)
 {
-	uint32_t first = due & (~0u << ep->read_turn), rails;
+	uint32_t idle = due & ~(ep->engine.busy | ep->side_busy) & ~1u;
+	uint32_t first, rails;
 	int pass, r;
 
+	/*
+	 * An idle rail first: its turn comes once in many calls, and what it
+	 * holds (a peer's RAIL_UP, its connection) must not wait behind busy
+	 * rails that fill the reader every time.
+	 */
+	for (; idle; idle &= idle - 1) {
+		r = __builtin_ctz(idle);
+		mrl_progress_rail(ep, r, false);
+		due &= ~(1u << r);
+	}
+	first = due & (~0u << ep->read_turn);
 	for (pass = 0; pass < 2; pass++) {
 		for (rails = pass ? due & ~first : first; rails;
 		     rails &= rails - 1) {
