@@ -984,6 +984,7 @@ static void a_silent_peer_holds_back_only_its_own(void)
 	struct bufs b;
 	struct side a;
 	double end;
+	ssize_t r;
 	int fd;
 	char ctx;
 
@@ -991,8 +992,13 @@ static void a_silent_peer_holds_back_only_its_own(void)
 	silent = insert_silent_peer(&sin);
 	CHK(fi_mr_reg(mr_side.domain, src, sizeof(src), FI_WRITE, 0, 13, 0,
 		      &mr, NULL));
-	CHK(fi_write(mr_side.ep, src, sizeof(src), fi_mr_desc(mr), silent,
-		     0, 0x1234, &ctx));
+	/* -FI_EAGAIN while the peer is asked to open its rails (a second) */
+	for (end = now() + 5; (r = fi_write(mr_side.ep, src, sizeof(src),
+				fi_mr_desc(mr), silent, 0, 0x1234, &ctx)) ==
+			      -FI_EAGAIN && now() < end;)
+		fi_cq_read(mr_side.cq, NULL, 0);
+	if (r)
+		die("fi_write to the silent peer: %zd", r);
 	for (end = now() + 0.5; now() < end;)
 		fi_cq_read(mr_side.cq, NULL, 0);	/* its requests refused */
 

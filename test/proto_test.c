@@ -162,6 +162,39 @@ static void ctrl_tags(void)
 	      any);
 }
 
+/* Of two endpoints exactly one opens their rails; rail 0's bytes decide. */
+static void one_end_connects(void)
+{
+	uint8_t a[64], b[64];
+	struct mrl_addr_hdr *ha = (struct mrl_addr_hdr *) a;
+	struct mrl_addr_hdr *hb = (struct mrl_addr_hdr *) b;
+	int i, both = 0, neither = 0;
+
+	memset(a, 0, sizeof(a));
+	*ha = (struct mrl_addr_hdr) {
+		.magic = MRL_ADDR_MAGIC, .version = MRL_ADDR_VERSION,
+		.nrails = 2, .rail_addrlen = 16,
+	};
+	memcpy(b, a, sizeof(b));
+	for (i = 0; i < 65536; i++) {
+		a[12 + 2] = (uint8_t) (i >> 8);	/* rail 0's port */
+		b[12 + 3] = (uint8_t) i;
+		a[12 + 16] = (uint8_t) i;	/* rail 1's: not asked */
+		if (!memcmp(a + 12, b + 12, 16))
+			continue;
+		both += mrl_addr_connects(a, b) && mrl_addr_connects(b, a);
+		neither += !mrl_addr_connects(a, b) && !mrl_addr_connects(b, a);
+	}
+	check(!both && !neither, "of two endpoints one opens the rails "
+	      "(both: %d, neither: %d)", both, neither);
+	check(mrl_addr_connects(a, a), "an endpoint writing to itself opens "
+	      "its own");
+	hb->rail_addrlen = 20;
+	memcpy(b + 12, a + 12, 16);
+	check(mrl_addr_connects(a, b) && !mrl_addr_connects(b, a),
+	      "a shorter address that is a prefix of the other's orders first");
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -169,6 +202,7 @@ int main(void)
 	extremes();
 	refused();
 	ctrl_tags();
+	one_end_connects();
 	printf("%s: %d failure(s)\n", check_failures ? "FAIL" : "PASS",
 	       check_failures);
 	return check_failures ? 1 : 0;

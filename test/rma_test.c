@@ -1061,17 +1061,23 @@ static void check_rails_up_received(uint64_t sent_mask)
 		fi_cq_read(cq, NULL, 0);
 		for (r = 1, bad = -1; r < n && bad < 0; r++) {
 			CHK(mrl_ops->rail_stats(ep, r, &st));
-			if (st.ctrl_received != !!(sent_mask & (1ull << r)))
+			if (st.ctrl_received != !!(sent_mask & (1ull << r)) ||
+			    !st.ctrl_sent != !(sent_mask & (1ull << (32 + r))))
 				bad = r;
 		}
 	} while (bad >= 0 && now() < end);
 	if (bad >= 0) {
 		CHK(mrl_ops->rail_stats(ep, bad, &st));
-		die("rail %d: %lu control messages received, the initiator "
-		    "sent %d", bad, (unsigned long) st.ctrl_received,
-		    !!(sent_mask & (1ull << bad)));
+		die("rail %d: %lu control messages received and %lu sent, "
+		    "the initiator sent %d and received %d", bad,
+		    (unsigned long) st.ctrl_received,
+		    (unsigned long) st.ctrl_sent,
+		    !!(sent_mask & (1ull << bad)),
+		    !!(sent_mask & (1ull << (32 + bad))));
 	}
-	printf("rails up: 0x%lx received\n", (unsigned long) sent_mask);
+	printf("rails up: 0x%lx from the initiator, 0x%lx from here\n",
+	       (unsigned long) (sent_mask & 0xffffffffu),
+	       (unsigned long) (sent_mask >> 32));
 }
 
 static void run_target(void)
@@ -1091,10 +1097,13 @@ static void run_target(void)
 }
 
 /*
- * The rails we sent RAIL_UP on (once each, to our one peer); every rail
- * past 0 that carried RMA bytes must be one of them.  A core without
- * tagged messages (efa-direct) carries control on an endpoint of its own
- * and has no connections to bring up: no RAIL_UP at all.
+ * The rails brought up between us and our one peer: those we sent RAIL_UP
+ * on (once each), in the low 32 bits, and those the peer sent it on, in
+ * the high ones.  Of a pair one end opens a rail (mrl_addr_connects), so
+ * no rail is in both, and every rail past 0 that carried RMA bytes is in
+ * one.  A core without tagged messages (efa-direct) carries control on an
+ * endpoint of its own and has no connections to bring up: no RAIL_UP at
+ * all.
  */
 static uint64_t rails_up_sent(void)
 {
@@ -1110,11 +1119,15 @@ static uint64_t rails_up_sent(void)
 		if (st.ctrl_sent > 1)
 			die("rail %d: %lu RAIL_UP sent to one peer", r,
 			    (unsigned long) st.ctrl_sent);
-		if (st.tx_bytes && !st.ctrl_sent)
+		if (st.tx_bytes && !st.ctrl_sent && !st.ctrl_received)
 			die("rail %d carried RMA bytes but was never brought "
 			    "up", r);
+		if (st.ctrl_sent && st.ctrl_received)
+			die("rail %d: both ends brought it up", r);
 		if (st.ctrl_sent)
 			mask |= 1ull << r;
+		if (st.ctrl_received)
+			mask |= 1ull << (32 + r);
 	}
 	return mask;
 }

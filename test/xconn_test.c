@@ -11,7 +11,9 @@
  * completed, a 4-byte send
  * "round r written"; the receiver checks every byte of its slot when that
  * message arrives, then sends "round r checked", and the next round waits
- * for it.  Every completion must succeed.
+ * for it.  Every completion must succeed.  At the end, over multirail,
+ * each rail 1 and up of a pair must have been opened (RAIL_UP) from one
+ * end only.
  *
  *   xconn_test [-d domains] [-e endpoints] [-r rounds] [-s size] [-x]
  *
@@ -37,6 +39,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include "rdma/fi_ext_multirail.h"
 #include "util.h"
 
 #define MAX_EPS		32
@@ -400,6 +403,47 @@ static void register_and_exchange(struct group *g)
 	}
 }
 
+/*
+ * The rails 1 and up this endpoint sent control messages on: where
+ * multirail opens a pair's rails from one end (RAIL_UP), the two ends'
+ * masks share no rail.  Both ends opening one is a simultaneous
+ * connection, which 2.x's tcp resolves by cancelling the sends of the one
+ * it drops.  0 over a provider other than multirail.
+ */
+static uint32_t greeted_rails(struct xc_ep *x)
+{
+	struct fi_multirail_ep_ops *ops;
+	struct fi_multirail_rail_stats st;
+	uint32_t mask = 0;
+	int r, n;
+
+	if (fi_open_ops(&x->ep->fid, FI_MULTIRAIL_EP_OPS, 0, (void **) &ops,
+			NULL))
+		return 0;
+	n = ops->rail_count(x->ep);
+	for (r = 1; r < n && r < 32; r++) {
+		CHK(ops->rail_stats(x->ep, r, &st));
+		if (st.ctrl_sent)
+			mask |= 1u << r;
+	}
+	return mask;
+}
+
+static void check_one_end_opens(struct group *g)
+{
+	uint32_t mine[MAX_EPS], theirs[MAX_EPS];
+	int e;
+
+	for (e = 0; e < neps; e++)
+		mine[e] = greeted_rails(&g->eps[e]);
+	oob_send(g, mine, sizeof(mine[0]) * neps);
+	oob_recv(g, theirs, sizeof(theirs[0]) * neps);
+	for (e = 0; e < neps; e++)
+		if (mine[e] & theirs[e])
+			die("domain %d, endpoint %d: both ends opened rails "
+			    "0x%x", g->index, e, mine[e] & theirs[e]);
+}
+
 /* One domain's run, in its own thread where there are several. */
 static void *run_group(void *arg)
 {
@@ -414,6 +458,7 @@ static void *run_group(void *arg)
 	oob_recv(g, &go, 1);
 	run_rounds(g);
 	drain_sends(g);
+	check_one_end_opens(g);
 	oob_send(g, &go, 1);
 	oob_recv(g, &go, 1);
 	for (e = 0; e < neps; e++)

@@ -359,6 +359,8 @@ struct mrl_peer {
 	struct mrl_peer_health *health;
 	uint32_t refused_rails;		/* the core said -FI_EAGAIN to the
 					 * last post there */
+	uint32_t rails_closed;		/* asked for (RAIL_ASK), no RAIL_UP
+					 * came yet: not ours to connect */
 	uint64_t answered_ns;		/* when a control message first came
 					 * from the peer: it runs (0: none) */
 	int nrails;			/* rails of the peer we can reach */
@@ -366,7 +368,10 @@ struct mrl_peer {
 	bool hello_sent;
 	uint32_t hello_nonce;		/* our HELLO's: the HELLO_ACK that
 					 * completes a partial peer echoes it */
-	uint32_t rails_up;		/* rails rails_up_ep sent RAIL_UP on */
+	uint32_t rails_up;		/* rails rails_up_ep sent RAIL_UP on,
+					 * or asked the peer to */
+	uint32_t asked_ms;		/* the last RAIL_ASK (the clock, ms) */
+	uint8_t asks;			/* RAIL_ASKs since rails were closed */
 	struct mrl_ep *rails_up_ep;
 	bool visible;			/* inserted by the user */
 	bool learned;			/* from control messages alone, never
@@ -998,6 +1003,11 @@ void mrl_ctrl_hello_partial(struct mrl_ep *ep);
 void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 		       uint32_t rails);
 void mrl_ctrl_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
+uint32_t mrl_ctrl_open_rails(struct mrl_ep *ep, struct mrl_peer *peer,
+			     uint32_t rails);
+void mrl_rma_rails_opened(struct mrl_ep *ep, struct mrl_peer *peer);
+bool mrl_ctrl_await_rails(struct mrl_ep *ep, struct mrl_peer *peer,
+			  uint32_t rails);
 const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 						struct mrl_peer *peer,
 						uint64_t key);

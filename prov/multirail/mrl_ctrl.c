@@ -12,6 +12,8 @@
  *   HELLO / HELLO_ACK   exchange full addresses (after a partial insert)
  *   KEY_REQ / KEY_RESP  the target's per-rail keys behind one of our keys
  *   RAIL_UP             on rails 1..n-1: connects them early (no answer)
+ *   RAIL_ASK            asks the peer for RAIL_UPs: of a pair, one end
+ *                       connects rails 1..n-1 (mrl_addr_connects)
  * Nothing waits on these: until an answer comes, RMA uses rail 0 alone.
  * While rail 0 is out of service for a peer, a key question goes on its
  * first rail in service and is answered there (mrl_question_rail), and the
@@ -30,6 +32,24 @@
 /* Until the keys come, every op to the key goes on rail 0 alone: a lost
  * question must not cost long (the answer is a few ms on a busy host). */
 #define MRL_KEY_REASK_NS	200000000ull
+/* A rail asked for (RAIL_ASK) and not opened: the answer is a connection
+ * setup away, tens of ms under rxm, seconds with hundreds starting. */
+#define MRL_RAIL_REASK_MS	1000u
+/* How long rails are asked for where FI_MULTIRAIL_CONNECT_TIMEOUT_MS is 0 */
+#define MRL_RAIL_ASK_LIMIT_MS	30000u
+
+/* The connections of these rails to the peer are up: ours to use. */
+static void mrl_rails_opened(struct mrl_ep *ep, struct mrl_peer *peer,
+			 uint32_t rails)
+{
+	if (!(peer->rails_closed & rails))
+		return;
+	peer->rails_closed &= ~rails;
+	if (!peer->rails_closed)
+		peer->asks = 0;
+	peer->key_hint = NULL;	/* its rails may grow */
+	mrl_rma_rails_opened(ep, peer);
+}
 
 static void *mrl_ctrl_desc(struct mrl_ep *ep, int rail)
 {
@@ -541,6 +561,11 @@ void mrl_ctrl_bounce_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
  */
 void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err)
 {
+	const struct mrl_ctrl_msg *msg = (const void *) buf->data;
+
+	/* a RAIL_UP of ours went: its rail's connection is up */
+	if (!err && buf->rail && msg->type == MRL_CTRL_RAIL_UP)
+		mrl_rails_opened(ep, buf->peer, 1u << buf->rail);
 	if (err && err != -FI_ECANCELED && (buf->announce || buf->inject_data))
 		MRL_WARN(FI_LOG_EP_DATA, "rail %d: a writedata's CQ data could "
 			 "not be sent (%s): the op fails\n", buf->rail,
@@ -711,11 +736,53 @@ void mrl_ctrl_introduce(struct mrl_ep *ep, struct mrl_peer *peer)
 	peer->rails_up_ep = ep;
 }
 
+/* A RAIL_UP on each rail of todo (1 and up) while buffers last: the rails
+ * it went on. */
+static uint32_t mrl_send_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
+			      uint32_t todo)
+{
+	uint32_t sent = 0;
+	int r;
+
+	for (r = 1; todo >> r && r < peer->nrails; r++) {
+		if (!(todo & (1u << r)) ||
+		    peer->rail[r].core_addr == FI_ADDR_NOTAVAIL)
+			continue;
+		if (mrl_send_on(ep, peer, r, MRL_CTRL_RAIL_UP, 0, 0, NULL, 0, 0, 0))
+			break;		/* no buffer now: the next op retries */
+		sent |= 1u << r;
+	}
+	return sent;
+}
+
+/* The clock itself, not the health tick's: an op may wait on it. */
+static uint32_t mrl_now_ms(void)
+{
+	return (uint32_t) (mrl_clock_ns() / 1000000u);
+}
+
+/*
+ * The peer opens these rails to us (mrl_addr_connects): ask it to, and
+ * post nothing there until its RAIL_UP comes (mrl_ctrl_open_rails).  The
+ * rails asked for, or 0 when no buffer was free (the next op asks).
+ */
+static uint32_t mrl_ask_rails(struct mrl_ep *ep, struct mrl_peer *peer,
+			  uint32_t todo)
+{
+	if (mrl_send_ctrl(ep, peer, MRL_CTRL_RAIL_ASK, todo, 0))
+		return 0;
+	peer->rails_closed |= todo;
+	peer->key_hint = NULL;		/* its rails may be closed ones */
+	peer->asked_ms = mrl_now_ms();
+	if (peer->asks < UINT8_MAX)
+		peer->asks++;
+	return todo;
+}
+
 void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 		       uint32_t rails)
 {
-	uint32_t todo = rails & ~peer->rails_up & ~1u;
-	int r;
+	uint32_t todo = rails & ~peer->rails_up & ~1u, done;
 
 	if (ep->ctrl_ep) {
 		mrl_ctrl_introduce(ep, peer);
@@ -725,14 +792,71 @@ void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 	if (!todo || !ep->ctrl_enabled || peer->partial ||
 	    (peer->rails_up_ep && peer->rails_up_ep != ep))
 		return;
-	for (r = 1; todo && r < peer->nrails; r++) {
-		if (!(todo & (1u << r)))
-			continue;
-		if (mrl_send_on(ep, peer, r, MRL_CTRL_RAIL_UP, 0, 0, NULL, 0, 0, 0))
-			break;		/* no buffer now: the next op retries */
-		peer->rails_up |= 1u << r;
+	done = mrl_addr_connects(ep->name, peer->addr) ?
+	       mrl_send_rails_up(ep, peer, todo) : mrl_ask_rails(ep, peer, todo);
+	if (done) {
+		peer->rails_up |= done;
 		peer->rails_up_ep = ep;
 	}
+}
+
+/*
+ * Rails asked for and not opened are asked for again every
+ * MRL_RAIL_REASK_MS (the question or its answer may have been lost with a
+ * rail); after FI_MULTIRAIL_CONNECT_TIMEOUT_MS of asking, a peer that may
+ * never start, they are ours to open.
+ */
+static void mrl_reask_rails(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	uint32_t limit_ms = mrl_params.connect_timeout_ms > 0 ?
+			    (uint32_t) mrl_params.connect_timeout_ms :
+			    MRL_RAIL_ASK_LIMIT_MS;
+
+	if (!peer->rails_closed || !ep->ctrl_enabled ||
+	    mrl_now_ms() - peer->asked_ms < MRL_RAIL_REASK_MS)
+		return;
+	if ((uint32_t) peer->asks * MRL_RAIL_REASK_MS < limit_ms) {
+		mrl_ask_rails(ep, peer, peer->rails_closed);
+		return;
+	}
+	MRL_WARN_ONCE(FI_LOG_EP_CTRL, "rails 0x%x: the peer did not open them "
+		      "when asked for %u ms: opened from here\n",
+		      peer->rails_closed, limit_ms);
+	mrl_rails_opened(ep, peer, peer->rails_closed);
+}
+
+/*
+ * Of rails, those we may post on: the open ones; else rail 0 where it
+ * works (it carried our questions, so it is connected or ours to
+ * connect); else rails as they are, connecting them ourselves rather than
+ * failing the op.
+ */
+uint32_t mrl_ctrl_open_rails(struct mrl_ep *ep, struct mrl_peer *peer,
+			     uint32_t rails)
+{
+	uint32_t open;
+
+	mrl_reask_rails(ep, peer);
+	open = rails & ~peer->rails_closed;
+	if (open)
+		return open;
+	return peer->rails_down & 1u ? rails : 1u;
+}
+
+/*
+ * An op waits (true: the caller answers -FI_EAGAIN) while a rail near its
+ * buffers is still to be opened by the peer, as its chunks would have
+ * waited there for the connection: striped from the start, not on rail 0
+ * alone until the peer's RAIL_UPs come.  It waits until the first question
+ * is due again: a peer slow to answer (or gone) holds no op longer; the
+ * op then takes the open rails, and widens as the others open.
+ */
+bool mrl_ctrl_await_rails(struct mrl_ep *ep, struct mrl_peer *peer,
+			  uint32_t rails)
+{
+	mrl_reask_rails(ep, peer);
+	return (rails & peer->rails_closed) && peer->asks <= 1 &&
+	       mrl_now_ms() - peer->asked_ms < MRL_RAIL_REASK_MS;
 }
 
 int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer)
@@ -943,6 +1067,27 @@ static const struct mrl_key_entry *mrl_take_keys(struct mrl_peer *peer,
 	return e;
 }
 
+/*
+ * A RAIL_UP on each rail asked for.  A peer we only learned from its
+ * messages is in rail 0's AV alone: we never send to it on the others,
+ * so it may open them itself without a race, and a RAIL_UP on rail 0
+ * naming them (in key) says so.
+ */
+static void mrl_answer_rail_ask(struct mrl_ep *ep, struct mrl_peer *peer,
+			    uint32_t asked)
+{
+	uint32_t reachable = 0;
+	int r;
+
+	for (r = 1; r < peer->nrails; r++)
+		if (peer->rail[r].core_addr != FI_ADDR_NOTAVAIL)
+			reachable |= 1u << r;
+	mrl_send_rails_up(ep, peer, asked & reachable);
+	if (asked & ~reachable)
+		mrl_send_on(ep, peer, 0, MRL_CTRL_RAIL_UP, asked & ~reachable,
+			    0, NULL, 0, 0, 0);
+}
+
 static const char *const drop_reason[MRL_CTRL_DROP_KINDS] = {
 	[MRL_CTRL_DROP_FOREIGN] = "not a multirail control message",
 	[MRL_CTRL_DROP_VERSION] = "another version of multirail's control "
@@ -1016,7 +1161,20 @@ static void mrl_handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		learned->keys = mrl_take_keys(peer, msg);
 		break;
 	case MRL_CTRL_RAIL_UP:
-		break;		/* its arrival was the point */
+		if (from->rail) {
+			mrl_rails_opened(ep, peer, 1u << from->rail);
+			break;
+		}
+		/* left to us: ours to use, and to open now, as our first op
+		 * would have (its chunks wait in the core for connections) */
+		mrl_rails_opened(ep, peer, (uint32_t) msg->key);
+		mrl_send_rails_up(ep, peer, (uint32_t) msg->key &
+				  mrl_rail_mask(peer->nrails) & ~1u);
+		break;
+	case MRL_CTRL_RAIL_ASK:
+		mrl_answer_rail_ask(ep, peer, (uint32_t) msg->key &
+				    mrl_rail_mask(peer->nrails) & ~1u);
+		break;
 	case MRL_CTRL_WRITE_DATA:
 		mrl_write_data_arrived(ep, peer, msg);
 		break;

@@ -137,6 +137,18 @@ const void *mrl_addr_rail(const void *addr, int rail)
 	return (const char *) (hdr + 1) + (size_t) rail * hdr->rail_addrlen;
 }
 
+/* Both ends must agree: the same bytes ordered the same way (a tie, an
+ * endpoint writing to itself, connects). */
+bool mrl_addr_connects(const void *ours, const void *theirs)
+{
+	const struct mrl_addr_hdr *a = ours, *b = theirs;
+	size_t len = a->rail_addrlen < b->rail_addrlen ? a->rail_addrlen :
+							b->rail_addrlen;
+	int cmp = memcmp(mrl_addr_rail(ours, 0), mrl_addr_rail(theirs, 0), len);
+
+	return cmp ? cmp < 0 : a->rail_addrlen <= b->rail_addrlen;
+}
+
 /* FNV-1a: the bytes differ in a port or a QP number, not by design */
 uint64_t mrl_ctrl_tag_for(const void *core_addr, size_t len, uint64_t bits)
 {

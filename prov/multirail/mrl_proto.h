@@ -76,7 +76,7 @@ _Static_assert(sizeof(struct mrl_addr_hdr) == 12, "address header: 12 bytes");
 /* ---- control messages ----------------------------------------------------- */
 
 #define MRL_CTRL_MAGIC		0x4d524c43u	/* "MRLC" */
-#define MRL_CTRL_VERSION	5	/* 5: tags name the endpoint */
+#define MRL_CTRL_VERSION	6	/* 6: RAIL_ASK */
 /* the receive buffers' size, and so the largest message */
 #define MRL_CTRL_BUF_SIZE	4096
 
@@ -85,10 +85,14 @@ enum mrl_ctrl_type {
 	MRL_CTRL_HELLO_ACK,	/* here is mine */
 	MRL_CTRL_KEY_REQ,	/* give me your rails' keys for key */
 	MRL_CTRL_KEY_RESP,	/* status, and the keys with their near rails */
-	MRL_CTRL_RAIL_UP,	/* sent on a rail to connect it; no answer */
+	MRL_CTRL_RAIL_UP,	/* sent on a rail to connect it; no answer.
+				 * On rail 0, to a RAIL_ASK: the rails in
+				 * key are the asker's to connect */
 	MRL_CTRL_WRITE_DATA,	/* a writedata's bytes have landed: raise
 				 * its CQ entry (struct mrl_ctrl_data) */
-	MRL_CTRL_TYPE_MAX = MRL_CTRL_WRITE_DATA,
+	MRL_CTRL_RAIL_ASK,	/* on rail 0: send me a RAIL_UP on each rail
+				 * of the mask in key (mrl_addr_connects) */
+	MRL_CTRL_TYPE_MAX = MRL_CTRL_RAIL_ASK,
 };
 
 /*
@@ -101,7 +105,8 @@ struct mrl_ctrl_msg {
 	uint8_t version;		/* MRL_CTRL_VERSION */
 	uint8_t type;			/* enum mrl_ctrl_type */
 	uint16_t addrlen;		/* sender's composite address */
-	uint64_t key;			/* KEY_REQ/KEY_RESP: our 64-bit key */
+	uint64_t key;			/* KEY_REQ/KEY_RESP: our 64-bit key;
+					 * RAIL_ASK: the rails asked for */
 	int32_t status;			/* KEY_RESP: 0 or -FI_ENOKEY */
 	uint16_t nkeys;			/* KEY_RESP: rail keys that follow */
 	uint16_t reserved;
@@ -136,6 +141,7 @@ _Static_assert(sizeof(struct mrl_ctrl_msg) + sizeof(struct mrl_addr_hdr) +
 
 /* ---- parsers (mrl_proto.c: no libfabric object, fuzzed by test/fuzz_proto) */
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Why a received control message cannot be used. */
@@ -170,6 +176,17 @@ void mrl_addr_expand(const void *addr, void *out);
  * its size, written only if it fits in have; 0 where the form does not
  * apply (no control endpoint, or rail_addrlen > MRL_ADDR_DELTA_MAX) */
 size_t mrl_addr_delta(const void *full, void *out, size_t have);
+/*
+ * Which end of a pair of endpoints opens their connections on rails 1 and
+ * up: true for the one whose rail-0 address (of checked full addresses
+ * ours and theirs) orders first.  Cores like tcp connect on the first
+ * send to a peer, and when both ends send at once each opens a connection
+ * and one is dropped; libfabric 2.x's tcp fails the sends queued on the
+ * one it drops (FI_ECANCELED), 1.17's rxm refuses it and may leave an op
+ * there without a completion.  So the other end asks (RAIL_ASK) instead
+ * of sending first, and uses a rail once the peer's RAIL_UP came on it.
+ */
+bool mrl_addr_connects(const void *ours, const void *theirs);
 /* The control tag of the endpoint whose core address is len bytes at
  * core_addr: MRL_CTRL_TAG and a hash within bits (those the core's tags
  * have), MRL_CTRL_TAG_ANY only where bits has none of MRL_CTRL_TAG_HASH */

@@ -499,8 +499,8 @@ static void mrl_op_init(struct mrl_ep *ep, struct mrl_op *op,
 
 /*
  * The rails the op may use: near both buffers among those we have keys
- * for, less the rails out of service; and the peer told of the rails it
- * is about to receive on.
+ * for, less the rails out of service and those the peer is yet to open to
+ * us; and the peer told of the rails it is about to receive on.
  */
 static uint32_t mrl_op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 			 struct rma_slot *slot, const struct mrl_rma_args *a,
@@ -514,7 +514,27 @@ static uint32_t mrl_op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 		mrl_ctrl_rails_up(ep, peer, rails);
 	if (peer->rails_down)
 		rails = mrl_usable_rails(peer, rails, slot, a);
+	if (peer->rails_closed && rails)
+		rails = mrl_ctrl_open_rails(ep, peer, rails);
 	return rails;
+}
+
+/*
+ * The peer is asked to open its rails before the op takes a request
+ * (mrl_ctrl_rails_up), and where every rail near the op's buffers is still
+ * to be opened the op waits (mrl_ctrl_await_rails).
+ */
+static bool mrl_wait_for_rails(struct mrl_ep *ep, struct mrl_peer *peer,
+			   const struct rma_slot *slot, uint32_t remote_near)
+{
+	uint32_t rails;
+
+	rails = mrl_sched_near(slot->local_near, remote_near,
+			       mrl_rail_mask(mrl_stripe_rails(ep, peer, slot->key_rails)));
+	if (ep->ctrl_ep || (rails & ~peer->rails_up & ~1u))
+		mrl_ctrl_rails_up(ep, peer, rails);
+	return peer->rails_closed &&
+	       mrl_ctrl_await_rails(ep, peer, rails & ~peer->rails_down);
 }
 
 /*
@@ -613,6 +633,11 @@ static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	slot->local_near = mrl_local_near(a);
 	slot->key = a->rma_iov->key;
 	slot->key_rails = nrails;
+	/* a scatter-gather piece (its request reserved) never waits */
+	if (!req->parent && mrl_wait_for_rails(ep, peer, slot, remote_near)) {
+		mrl_ep_progress(ep);
+		return -FI_EAGAIN;
+	}
 	ep->rma_free = req->next_free;
 
 	sched = mrl_op_sched(ep, a);
@@ -917,13 +942,17 @@ const uint64_t *mrl_whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 static void mrl_set_key_hint(struct mrl_peer *peer,
 			 const struct mrl_key_entry *entry, uint32_t local)
 {
+	uint32_t rails, open;
+
 	if (entry->state != MRL_KEY_VALID || entry->nrails < peer->nrails ||
 	    peer->partial)
 		return;
 	peer->key_hint = entry;
 	peer->hint_local = local;
-	peer->hint_rails = mrl_sched_near(local, entry->near_mask,
-					  mrl_rail_mask(peer->nrails));
+	rails = mrl_sched_near(local, entry->near_mask,
+			       mrl_rail_mask(peer->nrails));
+	open = rails & ~peer->rails_closed;
+	peer->hint_rails = open ? open : 1u;	/* as mrl_ctrl_open_rails */
 }
 
 static ssize_t mrl_one_rekey(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf,
@@ -1108,7 +1137,7 @@ ssize_t mrl_rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
 	    (mr ? mr->iface != FI_HMEM_SYSTEM : ep->domain->core_mr_local))
 		goto general;
 	peer = mrl_av_peer(ep->av, a->addr);
-	if (!peer || peer->fast_off)
+	if (!peer || peer->fast_off || peer->rails_closed)
 		goto general;
 	/* rail 0's key alone goes to the request's own keys[] */
 	keyv = mrl_whole_keys(ep, peer, a->key, mrl_slot_of(&req->op), mr, &rails,
@@ -1459,8 +1488,13 @@ static uint32_t mrl_keyed_rails(struct mrl_op *op, const struct mrl_peer *peer,
 	struct rma_slot *slot = mrl_slot_of(op);
 	int n = mrl_rails_of_entry(peer, entry);
 	uint32_t in_service = mrl_rail_mask(n) & ~peer->rails_down;
-	uint32_t near = mrl_sched_near(slot->local_near, entry->near_mask,
-				       mrl_rail_mask(n)) & in_service;
+	uint32_t open = in_service & ~peer->rails_closed;
+	uint32_t near;
+
+	if (open)	/* a rail the peer is yet to open waits for it */
+		in_service = open;
+	near = mrl_sched_near(slot->local_near, entry->near_mask,
+			      mrl_rail_mask(n)) & in_service;
 
 	slot->keyv = entry->keys;
 	slot->key_rails = n;
@@ -1480,6 +1514,42 @@ static void mrl_widen_op(struct mrl_op *op, void *arg)
 	/* a striped op was cut for all rails; a single-rail op keeps its rail */
 	if (op->chunk_size < op->len && rails)
 		op->rail_mask = rails;
+}
+
+struct rails_opened {
+	struct mrl_ep *ep;
+	struct mrl_peer *peer;
+};
+
+static void mrl_widen_to_opened(struct mrl_op *op, void *arg)
+{
+	const struct rails_opened *ro = arg;
+	struct rma_slot *slot = mrl_slot_of(op);
+	const struct mrl_key_entry *entry;
+	uint32_t rails;
+
+	/* a striped op was cut for all rails; a single-rail op keeps its rail */
+	if (op->peer != ro->peer || op->chunk_size >= op->len ||
+	    slot->key_rails < 2)
+		return;
+	entry = mrl_ctrl_key_lookup(ro->ep, ro->peer, slot->key);
+	if (!entry || entry->state != MRL_KEY_VALID)
+		return;
+	rails = mrl_keyed_rails(op, ro->peer, entry);
+	if (rails)
+		op->rail_mask = rails;
+}
+
+/*
+ * The peer opened rails to us (mrl_ctrl.c, RAIL_UP): the chunks not yet
+ * posted of striped ops to it may go there too, those nearest their
+ * buffers first, as if the rails had been open when the op came.
+ */
+void mrl_rma_rails_opened(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	struct rails_opened ro = { ep, peer };
+
+	mrl_engine_for_each_pending(&ep->engine, mrl_widen_to_opened, &ro);
 }
 
 /*
