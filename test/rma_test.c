@@ -85,7 +85,11 @@
  *            "done"; the target checks every byte of the round when that
  *            message arrives, its buffer poisoned before each round.  A
  *            send may fail (a rail lost completed writes); then its
- *            message must never arrive.  Prints each round's outcome
+ *            message must never arrive.  -o writedata: no send, the
+ *            target checks each op's bytes when its CQ data arrives,
+ *            once; -o read: the initiator reads what the target wrote
+ *            for the round into a poisoned buffer and checks it when
+ *            each read completes.  Prints each round's outcome
  *            and the writes' time, wall-clock stamped.  With
  *            MRL_ROUND_FAULT="R:CMD" (one a line) in the environment the
  *            initiator runs CMD (sh -c, in its namespace) once round R's
@@ -2119,10 +2123,29 @@ enum { ROUND_SENT, ROUND_SEND_FAILED, ROUND_WRITE_FAILED, ROUND_READY,
 #define ROUND_TIMEOUT_S	120		/* one round's ops, at most */
 
 static uint32_t rounds_count;		/* -P */
+static int rounds_op;			/* -P's -o: 0 write, 2 writedata, 3 read */
+/* the round in flight, for reads checked at their completion */
+static uint32_t round_now;
+static size_t round_size;
+static uint64_t round_seed0;
+#define ROUNDS_MAX	4096		/* -P with -o writedata */
 
 static uint64_t round_seed(uint64_t seed, uint32_t round, int k, int window)
 {
 	return seed + (uint64_t) round * (uint64_t) window + (uint64_t) k;
+}
+
+/* Initiator, -o read: read k's bytes, checked when it completed. */
+static void round_check_read(int k, int window)
+{
+	uint64_t bad = stream_check(buf + (size_t) k * stream_slot,
+				    round_size, round_seed(round_seed0,
+							   round_now, k,
+							   window));
+
+	if (bad)
+		die("rounds: round %u: read %d completed with %lu words "
+		    "wrong", round_now, k, (unsigned long) bad);
 }
 
 /*
@@ -2160,9 +2183,11 @@ static int round_reap(char *ctx, char *done, int window)
 		c = e[i].op_context;
 		if (c == &sctx)
 			done[window] = 1;
-		else if (c >= ctx && c < ctx + window && !done[c - ctx])
+		else if (c >= ctx && c < ctx + window && !done[c - ctx]) {
 			done[c - ctx] = 1;
-		else if (c >= ctx && c < ctx + window)
+			if (rounds_op == 3)
+				round_check_read((int) (c - ctx), window);
+		} else if (c >= ctx && c < ctx + window)
 			die("rounds: write %d completed twice (%s first)",
 			    (int) (c - ctx), done[c - ctx] == 1 ? "success" :
 			    "an error");
@@ -2225,13 +2250,27 @@ static int round_run(uint32_t round, size_t size, int window, uint64_t seed,
 	ssize_t r;
 
 	memset(done, 0, (size_t) window + 1);
+	round_now = round;
+	round_size = size;
+	round_seed0 = seed;
 	while (k < window) {
 		char *local = buf + (size_t) k * stream_slot;
+		uint64_t raddr = peer_addr + (uint64_t) k * stream_slot;
 
-		stream_fill(local, size, round_seed(seed, round, k, window));
-		r = fi_write(ep, local, size, fi_mr_desc(mr), peer,
-			     peer_addr + (uint64_t) k * stream_slot, peer_key,
-			     &ctx[k]);
+		if (rounds_op == 3)
+			memset(local, POISON, size);
+		else
+			stream_fill(local, size,
+				    round_seed(seed, round, k, window));
+		r = rounds_op == 3 ?
+		    fi_read(ep, local, size, fi_mr_desc(mr), peer, raddr,
+			    peer_key, &ctx[k]) :
+		    rounds_op == 2 ?
+		    fi_writedata(ep, local, size, fi_mr_desc(mr),
+				 (uint64_t) round << 8 | (uint64_t) k, peer,
+				 raddr, peer_key, &ctx[k]) :
+		    fi_write(ep, local, size, fi_mr_desc(mr), peer, raddr,
+			     peer_key, &ctx[k]);
 		if (r == -FI_EAGAIN) {
 			round_reap(ctx, done, window);
 			if (now() > end)
@@ -2253,6 +2292,8 @@ static int round_run(uint32_t round, size_t size, int window, uint64_t seed,
 	round_fault(round);
 	if (round_any_failed(done, window))
 		return ROUND_WRITE_FAILED;
+	if (rounds_op)			/* their own completions said it */
+		return ROUND_SENT;
 	memcpy(cbuf, &word, sizeof(word));
 	do {
 		r = fi_send(ep, cbuf, sizeof(word), fi_mr_desc(cmr), peer,
@@ -2312,9 +2353,10 @@ static void rounds_initiator(uint32_t count, size_t size, int window,
 		mrl_ops->ep_stats(ep, &st, sizeof(st));
 	printf("rounds: %u of %u ops each, %zu bytes: %u sent and checked, "
 	       "%u sends failed, %u with a write failed; slowest writes "
-	       "%.2f s; lost_sends %lu\n", count, window, size, n[ROUND_SENT],
-	       n[ROUND_SEND_FAILED], n[ROUND_WRITE_FAILED], worst,
-	       (unsigned long) st.lost_sends);
+	       "%.2f s; lost_sends %lu; conn_resets %lu\n", count, window,
+	       size, n[ROUND_SENT], n[ROUND_SEND_FAILED],
+	       n[ROUND_WRITE_FAILED], worst, (unsigned long) st.lost_sends,
+	       (unsigned long) st.conn_resets);
 	free(ctx);
 	free(done);
 }
@@ -2349,16 +2391,113 @@ static int round_take_msg(uint32_t round, size_t size, int window,
 	return 1;
 }
 
+/*
+ * Target, -o writedata: a CQ entry, if any, checked as it arrives: the CQ
+ * data of this round's op k once, its bytes there.  One of an earlier
+ * round may come late only where that round had an op fail (its data may
+ * have arrived: docs/design.md), and never twice.
+ */
+static int round_take_data(uint32_t round, size_t size, int window,
+			   uint64_t seed, char *got, char *failed)
+{
+	struct fi_cq_data_entry e;
+	uint32_t r, k;
+	ssize_t n = fi_cq_read(cq, &e, 1);
+
+	if (n == -FI_EAGAIN)
+		return 0;
+	if (n != 1 || !(e.flags & FI_REMOTE_CQ_DATA))
+		die("rounds: target fi_cq_read %zd, flags 0x%lx", n,
+		    n == 1 ? (unsigned long) e.flags : 0ul);
+	r = (uint32_t) (e.data >> 8);
+	k = (uint32_t) (e.data & 0xff);
+	if (k >= (uint32_t) window || r > round)
+		die("rounds: CQ data 0x%lx in round %u",
+		    (unsigned long) e.data, round);
+	if (r < round) {
+		if (!failed[r])
+			die("rounds: round %u's CQ data (op %u) came late, in "
+			    "round %u, though every op of it succeeded", r, k,
+			    round);
+		printf("rounds: round %u's failed op %u: its data came in "
+		       "round %u\n", r, k, round);
+		return 0;
+	}
+	if (got[k]++)
+		die("rounds: round %u: op %u's CQ data came twice", round, k);
+	if (stream_check(buf + (size_t) k * stream_slot, size,
+			 round_seed(seed, round, (int) k, window)))
+		die("rounds: round %u: op %u's CQ data came before its bytes",
+		    round, k);
+	return 1;
+}
+
+static int rounds_all(const char *got, int window)
+{
+	int k;
+
+	for (k = 0; k < window; k++)
+		if (!got[k])
+			return 0;
+	return 1;
+}
+
+/* Target, -o writedata: what ran while the initiator posted round r. */
+static void rounds_target_data(size_t size, int window, uint64_t seed)
+{
+	char *failed = calloc(ROUNDS_MAX, 1), got[256];
+	struct round_msg m;
+	uint32_t round = 0;
+	double end;
+
+	for (;;) {
+		memset(buf, POISON, stream_slot * (size_t) window);
+		memset(got, 0, sizeof(got));
+		m = (struct round_msg) { round, ROUND_READY, 0 };
+		xsend(&m, sizeof(m));
+		while (!oob_ready())
+			round_take_data(round, size, window, seed, got, failed);
+		xrecv(&m, sizeof(m));
+		if (m.status == ROUND_END)
+			break;
+		if (round >= ROUNDS_MAX - 1)
+			die("rounds: -o writedata: %d rounds at most",
+			    ROUNDS_MAX - 1);
+		failed[round] = m.status != ROUND_SENT;
+		end = now() + TIMEOUT_S;
+		while (m.status == ROUND_SENT && !rounds_all(got, window) &&
+		       now() < end)
+			round_take_data(round, size, window, seed, got, failed);
+		if (m.status == ROUND_SENT && !rounds_all(got, window))
+			die("rounds: round %u: every writedata completed and "
+			    "some data never came", round);
+		round++;
+	}
+	xsend(&m, sizeof(m));
+	free(failed);
+}
+
 static void rounds_target(size_t size, int window, uint64_t seed)
 {
 	struct round_msg m;
 	uint32_t round = 0;
-	int got = 0;
+	int got = 0, k;
 	double end;
 
+	if (rounds_op == 2) {
+		rounds_target_data(size, window, seed);
+		return;
+	}
 	CHK(fi_recv(ep, cbuf, sizeof(cbuf), fi_mr_desc(cmr), peer, &rctx));
 	for (;;) {
-		memset(buf, POISON, stream_slot * (size_t) window);
+		if (rounds_op == 3) {	/* what the initiator reads */
+			for (k = 0; k < window; k++)
+				stream_fill(buf + (size_t) k * stream_slot,
+					    size, round_seed(seed, round, k,
+							     window));
+		} else {
+			memset(buf, POISON, stream_slot * (size_t) window);
+		}
 		m = (struct round_msg) { round, ROUND_READY, 0 };
 		xsend(&m, sizeof(m));
 		got = 0;
@@ -2367,6 +2506,10 @@ static void rounds_target(size_t size, int window, uint64_t seed)
 		xrecv(&m, sizeof(m));
 		if (m.status == ROUND_END)
 			break;
+		if (rounds_op == 3) {
+			round++;
+			continue;
+		}
 		end = now() + TIMEOUT_S;
 		while (m.status == ROUND_SENT && !got && now() < end)
 			got |= round_take_msg(round, size, window, seed);
@@ -2607,9 +2750,12 @@ int main(int argc, char **argv)
 		buf_size = stream_slot * window;
 	}
 	if (rounds_count) {
-		if (nops != 1 || ops[0] != 0 || window > 256 || stream_count ||
+		if (nops != 1 || (ops[0] != 0 && ops[0] != 2 && ops[0] != 3) ||
+		    window > 256 || stream_count ||
 		    init_format != FI_CQ_FORMAT_DATA)
-			die("-P rounds: -o write, -W 256 at most, not -X or -Q");
+			die("-P rounds: -o write, writedata or read, -W 256 "
+			    "at most, not -X or -Q");
+		rounds_op = ops[0];
 		stream_slot = (max_size + 63) & ~(size_t) 63;
 		buf_size = stream_slot * window;
 	}

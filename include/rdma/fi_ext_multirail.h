@@ -63,6 +63,10 @@ struct fi_multirail_ep_stats {
 	 * failed before they were seen to land; each such loss also counts
 	 * in that rail's errors */
 	uint64_t lost_sends;
+	/* connections to a peer reset from under a socket core: they held
+	 * chunks or a flush a deadline after their rail went out for the
+	 * peer (docs/reliability.md); counts both ends' resets */
+	uint64_t conn_resets;
 };
 
 struct fi_multirail_ep_ops {

@@ -746,6 +746,8 @@ struct mrl_ep_rail {
 	uint64_t fences_done;
 	int peers_down;			/* peers this rail is out for */
 	uint64_t downs, probes, rejoins;
+	uint64_t resets;		/* connections reset under the core
+					 * (mrl_reset.c) */
 	uint64_t losses;		/* flushes that failed or never came:
 					 * writes that may not have landed */
 	uint32_t side;			/* fences, probes, control sends and
@@ -1035,6 +1037,13 @@ void mrl_health_note_target(struct mrl_peer *peer, int nrails,
 void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,
 			   int err);
 void mrl_health_tick(struct mrl_ep *ep);
+/* mrl_reset.c: the connections reset (0 where the core has no sockets) */
+int mrl_reset_peer_rail(struct mrl_ep *ep, const struct mrl_peer *peer,
+			int rail, unsigned quiet_ms);
+void mrl_health_reset_asked(struct mrl_ep *ep, struct mrl_peer *peer,
+			    int rail);
+void mrl_ctrl_reset_rail(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
+void mrl_fence_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_health_fail_unreachable(struct mrl_ep *ep);
 int mrl_health_rail_state(const struct mrl_ep *ep, int rail);
 void mrl_health_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);

@@ -801,6 +801,24 @@ void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 }
 
 /*
+ * We reset our connection to peer on rail (mrl_reset.c); its end of it
+ * may still be open, holding what arrived, and its core would refuse our
+ * core's next connection there as a duplicate of it.  Told on a rail in
+ * service, it resets its end too.  Best effort: a peer we cannot tell
+ * learns when its end next sends.
+ */
+void mrl_ctrl_reset_rail(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+{
+	uint32_t usable = mrl_rail_mask(peer->nrails) & ~peer->rails_down &
+			  ~mrl_rail_bit(rail);
+
+	if (!ep->ctrl_enabled || ep->ctrl_ep || !usable)
+		return;
+	mrl_send_on(ep, peer, (usable & 1u) ? 0 : __builtin_ctz(usable),
+		    MRL_CTRL_RAIL_RESET, (uint64_t) rail, 0, NULL, 0, 0, 0);
+}
+
+/*
  * Rails asked for and not opened are asked for again every
  * MRL_RAIL_REASK_MS (the question or its answer may have been lost with a
  * rail); after FI_MULTIRAIL_CONNECT_TIMEOUT_MS of asking, a peer that may
@@ -1177,6 +1195,10 @@ static void mrl_handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		break;
 	case MRL_CTRL_WRITE_DATA:
 		mrl_write_data_arrived(ep, peer, msg);
+		break;
+	case MRL_CTRL_RAIL_RESET:
+		if (msg->key < (uint64_t) peer->nrails)
+			mrl_health_reset_asked(ep, peer, (int) msg->key);
 		break;
 	}
 }

@@ -638,6 +638,8 @@ static int mrl_ext_ep_stats(struct fid_ep *ep_fid,
 	mrl_ep_lock(ep);
 	all.rma_general = ep->rma_general;
 	all.lost_sends = ep->lost_sends;
+	for (int r = 0; r < ep->nrails; r++)
+		all.conn_resets += ep->rails[r].resets;
 	mrl_unlock(ep->domain);
 	memcpy(stats, &all, size < sizeof(all) ? size : sizeof(all));
 	return 0;

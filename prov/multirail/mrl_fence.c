@@ -152,6 +152,21 @@ void mrl_fence_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 	}
 }
 
+/*
+ * rail's connection to peer was reset (mrl_reset.c): its socket's queue
+ * is gone, so writes there not yet seen to land never will.  The fence
+ * in flight there comes back failed from the core.
+ */
+void mrl_fence_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+{
+	struct mrl_peer_fence *f = &peer->fence;
+	uint32_t b = mrl_rail_bit(rail);
+
+	if ((f->owner == ep || !f->owner) &&
+	    ((f->dirty | f->suspect | f->inflight) & b & ~f->abandoned))
+		mrl_fence_lost(peer, rail, false);
+}
+
 /* The send that learns of a loss fails; the sends after it go on. */
 static int mrl_fence_report_loss(struct mrl_ep *ep, struct mrl_peer *peer)
 {

@@ -365,6 +365,101 @@ static void mrl_fences_stuck(const struct stall *s)
 }
 
 /*
+ * The peers that still hold chunks or fences on a rail that went out for
+ * them at an earlier watch, a deadline or more ago: the core is waiting
+ * for the kernel's verdict on a dead connection.  Their connections there
+ * are reset (mrl_reset.c), so that the core gives back what it held (the
+ * op completes, its copies elsewhere placed the bytes) and nothing of it
+ * lands later.  Fences count as chunks: a send waits behind them.
+ */
+#define MRL_RESETS_PER_WATCH	16
+
+struct mrl_reset_pass {
+	struct mrl_ep *ep;
+	int rail;
+	int n;
+	const struct mrl_peer *done[MRL_RESETS_PER_WATCH];
+};
+
+static bool mrl_reset_due(const struct mrl_reset_pass *p,
+			  const struct mrl_peer *peer)
+{
+	int i;
+
+	if (!(peer->rails_down & mrl_rail_bit(p->rail)))
+		return false;
+	for (i = 0; i < p->n; i++)
+		if (p->done[i] == peer)
+			return false;
+	return true;
+}
+
+/* copied elsewhere (an orphan) or not, the op waits for its return */
+static bool mrl_held_on_down(const struct mrl_chunk *chunk, void *arg)
+{
+	return mrl_reset_due(arg, chunk->op->peer);
+}
+
+/* 1 where the connection was reset: the writes on it are gone */
+static int mrl_reset_conn(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+{
+	int n = mrl_reset_peer_rail(ep, peer, rail,
+				    mrl_params.rail_timeout_ms);
+
+	if (n <= 0)
+		return 0;
+	ep->rails[rail].resets += n;
+	mrl_fence_conn_reset(ep, peer, rail);
+	return 1;
+}
+
+static void mrl_reset_peer(struct mrl_reset_pass *p, struct mrl_peer *peer)
+{
+	p->done[p->n++] = peer;
+	if (!mrl_reset_conn(p->ep, peer, p->rail))
+		return;
+	MRL_WARN(FI_LOG_EP_DATA, "rail %d (%s): connection to a peer reset: "
+		 "it stalled for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS "
+		 "after the rail went out; what the core held there fails "
+		 "over\n", p->rail, mrl_rail_name(p->ep, p->rail));
+	mrl_ctrl_reset_rail(p->ep, peer, p->rail);
+}
+
+/*
+ * The peer reset its stalled connection to us on rail and asks us to
+ * reset ours, which may still hold what arrived before the link failed.
+ * Only a socket the kernel finds stalled is reset (mrl_reset.c).
+ */
+void mrl_health_reset_asked(struct mrl_ep *ep, struct mrl_peer *peer,
+			    int rail)
+{
+	mrl_assert_locked(ep->domain);
+	if (rail >= ep->nrails || !mrl_reset_conn(ep, peer, rail))
+		return;
+	MRL_INFO(FI_LOG_EP_DATA, "rail %d (%s): connection to a peer reset "
+		 "at its request\n", rail, mrl_rail_name(ep, rail));
+}
+
+static void mrl_reset_held(struct mrl_ep *ep, int rail)
+{
+	struct mrl_reset_pass p = { .ep = ep, .rail = rail };
+	struct mrl_av *av = ep->av;
+	struct mrl_chunk *chunk;
+	size_t i;
+
+	while (p.n < MRL_RESETS_PER_WATCH &&
+	       (chunk = mrl_engine_find_chunk(&ep->engine, rail,
+					      mrl_held_on_down, &p)))
+		mrl_reset_peer(&p, chunk->op->peer);
+	for (i = 0; av && i < av->nall && p.n < MRL_RESETS_PER_WATCH; i++) {
+		if (av->all[i]->fence.owner == ep &&
+		    (av->all[i]->fence.inflight & mrl_rail_bit(rail)) &&
+		    mrl_reset_due(&p, av->all[i]))
+			mrl_reset_peer(&p, av->all[i]);
+	}
+}
+
+/*
  * A rail holding chunks or fences that completed none for the deadline.
  * Fences count: a stall that begins under a send's fence (nothing else on
  * the rail) would otherwise leave the rail in service, and every later
@@ -392,6 +487,7 @@ static void mrl_watch_rail(struct mrl_ep *ep, int rail)
 		return;
 	r->watch_since_ns = ep->now_ns;	/* once per deadline */
 	s.quiet_ns = ep->now_ns - r->quiet_since_ns;
+	mrl_reset_held(ep, rail);	/* before more peers go out */
 	/* one peer at a time: a peer left without rails loses its chunks */
 	while ((chunk = mrl_engine_find_chunk(&ep->engine, rail, mrl_stuck_chunk,
 					      &s)))

@@ -76,7 +76,7 @@ _Static_assert(sizeof(struct mrl_addr_hdr) == 12, "address header: 12 bytes");
 /* ---- control messages ----------------------------------------------------- */
 
 #define MRL_CTRL_MAGIC		0x4d524c43u	/* "MRLC" */
-#define MRL_CTRL_VERSION	6	/* 6: RAIL_ASK */
+#define MRL_CTRL_VERSION	6	/* 6: RAIL_ASK, RAIL_RESET */
 /* the receive buffers' size, and so the largest message */
 #define MRL_CTRL_BUF_SIZE	4096
 
@@ -92,7 +92,9 @@ enum mrl_ctrl_type {
 				 * its CQ entry (struct mrl_ctrl_data) */
 	MRL_CTRL_RAIL_ASK,	/* on rail 0: send me a RAIL_UP on each rail
 				 * of the mask in key (mrl_addr_connects) */
-	MRL_CTRL_TYPE_MAX = MRL_CTRL_RAIL_ASK,
+	MRL_CTRL_RAIL_RESET,	/* I reset my stalled connection to you on
+				 * rail key: reset yours (mrl_reset.c) */
+	MRL_CTRL_TYPE_MAX = MRL_CTRL_RAIL_RESET,
 };
 
 /*
@@ -106,7 +108,8 @@ struct mrl_ctrl_msg {
 	uint8_t type;			/* enum mrl_ctrl_type */
 	uint16_t addrlen;		/* sender's composite address */
 	uint64_t key;			/* KEY_REQ/KEY_RESP: our 64-bit key;
-					 * RAIL_ASK: the rails asked for */
+					 * RAIL_ASK: the rails asked for;
+					 * RAIL_RESET: the rail */
 	int32_t status;			/* KEY_RESP: 0 or -FI_ENOKEY */
 	uint16_t nkeys;			/* KEY_RESP: rail keys that follow */
 	uint16_t reserved;
