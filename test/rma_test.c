@@ -1303,24 +1303,33 @@ static void enter_netns(const char *pair, int target)
 	close(fd);
 }
 
+/* Every close must succeed, after a failure too: nothing left held. */
+static void close_or_die(struct fid *fid, const char *what)
+{
+	int ret = fi_close(fid);
+
+	if (ret)
+		die("fi_close(%s): %s", what, fi_strerror(-ret));
+}
+
 static void teardown(void)
 {
 	uint32_t r;
 
-	fi_close(&ep->fid);
+	close_or_die(&ep->fid, "endpoint");
 	for (r = 0; r < key_regions; r++)
 		if (region_mr[r])
-			fi_close(&region_mr[r]->fid);
-	fi_close(&mr->fid);
-	fi_close(&cmr->fid);
-	fi_close(&av->fid);
-	fi_close(&cq->fid);
+			close_or_die(&region_mr[r]->fid, "a region's MR");
+	close_or_die(&mr->fid, "MR");
+	close_or_die(&cmr->fid, "control MR");
+	close_or_die(&av->fid, "AV");
+	close_or_die(&cq->fid, "CQ");
 	if (rx_cq)
-		fi_close(&rx_cq->fid);
+		close_or_die(&rx_cq->fid, "receive CQ");
 	if (cntr)
-		fi_close(&cntr->fid);
-	fi_close(&domain->fid);
-	fi_close(&fabric->fid);
+		close_or_die(&cntr->fid, "counter");
+	close_or_die(&domain->fid, "domain");
+	close_or_die(&fabric->fid, "fabric");
 	fi_freeinfo(info);
 	free(buf);
 }

@@ -107,6 +107,8 @@ enum mrl_req_kind {
 	MRL_REQ_BOUNCE,			/* a control buffer carrying an inject */
 	MRL_REQ_FENCE,
 	MRL_REQ_PROBE,			/* is a failed rail back? mrl_health.c */
+	MRL_REQ_DATA_FLUSH,		/* behind a WRITE_DATA: it arrived
+					 * (mrl_ctrl.c) */
 };
 
 struct mrl_req_hdr {
@@ -725,6 +727,10 @@ struct mrl_ctrl_buf {
 					 * the send */
 	bool inject_data;		/* a bounce (or WRITE_DATA) for
 					 * fi_inject_writedata */
+	bool flush;			/* its WRITE_DATA went: now a zero-byte
+					 * flush behind it, to wd_addr */
+	uint64_t wd_addr, wd_key;	/* the writedata's target and user key */
+	uint64_t flush_key;		/* wd_key's on the flush's rail */
 	uint64_t cq_data;		/* its CQ data and length */
 	size_t data_len;
 	uint8_t data[MRL_CTRL_BUF_SIZE];
@@ -1043,6 +1049,13 @@ int mrl_reset_peer_rail(struct mrl_ep *ep, const struct mrl_peer *peer,
 void mrl_health_reset_asked(struct mrl_ep *ep, struct mrl_peer *peer,
 			    int rail);
 void mrl_ctrl_reset_rail(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
+struct mrl_peer *mrl_ctrl_flushing_peer(struct mrl_ep *ep, int rail,
+					size_t *iter);
+void mrl_ctrl_data_flushed(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
+			   int err);
+int mrl_rma_rail_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
+		     int rail, uint64_t *rail_key);
+uint64_t mrl_rma_req_key(struct mrl_rma_req *req);
 void mrl_fence_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_health_fail_unreachable(struct mrl_ep *ep);
 int mrl_health_rail_state(const struct mrl_ep *ep, int rail);

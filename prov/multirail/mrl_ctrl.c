@@ -288,10 +288,33 @@ static void mrl_backlog_add(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
  * is then an address it knows for us, and checks our claim against
  * (mrl_av_claim_from), where our control endpoint's may be unknown to it.
  */
+static ssize_t mrl_post_data_flush(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+{
+	struct fi_rma_iov rma = { buf->wd_addr, 0, buf->flush_key };
+	struct fi_msg_rma msg = {
+		.addr = buf->dest, .rma_iov = &rma, .rma_iov_count = 1,
+		.context = &buf->hdr,
+	};
+	ssize_t ret;
+
+	buf->hdr.kind = MRL_REQ_DATA_FLUSH;
+	ret = ep->domain->fence_by_read ?
+	      fi_readmsg(ep->rails[buf->rail].ep, &msg, FI_COMPLETION) :
+	      fi_writemsg(ep->rails[buf->rail].ep, &msg,
+			  FI_COMPLETION | FI_DELIVERY_COMPLETE);
+	if (ret)
+		buf->hdr.kind = MRL_REQ_CTRL_TX;
+	else
+		mrl_side_posted(ep, buf->rail);
+	return ret;
+}
+
 static ssize_t mrl_post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	ssize_t ret;
 
+	if (buf->flush)
+		return mrl_post_data_flush(ep, buf);
 	ret = ep->ctrl_ep ?
 	      fi_send(ep->rails[0].ep, buf->data, buf->len, mrl_ctrl_desc(ep, 0),
 		      buf->dest, &buf->hdr) :
@@ -338,8 +361,8 @@ static bool mrl_reroute(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	int rail;
 
-	if (!buf->announce && !buf->inject_data)
-		return false;
+	if ((!buf->announce && !buf->inject_data) || buf->flush)
+		return false;	/* a flush belongs behind its message */
 	rail = mrl_question_rail(ep, buf->peer);
 	if (buf->peer->rails_down & (1u << rail))
 		return false;
@@ -441,6 +464,7 @@ static struct mrl_ctrl_buf *mrl_take_tx(struct mrl_ep *ep)
 	ep->ctrl_tx_free = buf->next_free;
 	buf->announce = NULL;
 	buf->inject_data = false;
+	buf->flush = false;
 	return buf;
 }
 
@@ -555,6 +579,60 @@ void mrl_ctrl_bounce_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
 }
 
 /*
+ * A WRITE_DATA's send completed.  Over efa that means the peer took it;
+ * over tcp only that it reached the socket, and a rail that fails then
+ * loses it: the writedata would complete with no entry at the target.
+ * So a zero-byte flush follows it on its rail, to the writedata's own
+ * target (a delivery-complete write, or a read where that is how the
+ * core flushes): it completes once the target's core took everything
+ * before it on that connection, and the op completes with it, or fails
+ * with it.  Watched as a fence is (mrl_health.c).  False where no flush
+ * is needed, or none can be aimed (no key for the rail): the op
+ * completes now.
+ */
+static bool mrl_flush_write_data(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+{
+	if (ep->domain->acked_writes || ep->ctrl_ep)
+		return false;
+	if (mrl_rma_rail_key(ep, buf->peer, buf->wd_key, buf->rail,
+			     &buf->flush_key)) {
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: no key to flush a "
+			      "writedata's CQ data behind: its op completes "
+			      "when the core sent it\n", buf->rail);
+		return false;
+	}
+	buf->flush = true;
+	ep->rails[buf->rail].fences++;
+	mrl_queue_tx(ep, buf);
+	return true;
+}
+
+/* The flush behind a WRITE_DATA came back: the op completes with it. */
+void mrl_ctrl_data_flushed(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
+			   int err)
+{
+	buf->hdr.kind = MRL_REQ_CTRL_TX;
+	mrl_ctrl_sent(ep, buf, err);
+}
+
+/*
+ * The peers with a writedata's flush in flight on rail, one a call from
+ * *iter (0 to start); NULL after the last.
+ */
+struct mrl_peer *mrl_ctrl_flushing_peer(struct mrl_ep *ep, int rail,
+					size_t *iter)
+{
+	struct mrl_ctrl_buf *b;
+
+	while (*iter < ep->ctrl_nbufs) {
+		b = &ep->ctrl_bufs[(*iter)++];
+		if (b->hdr.kind == MRL_REQ_DATA_FLUSH && b->rail == rail)
+			return b->peer;
+	}
+	return NULL;
+}
+
+/*
  * A WRITE_DATA's send completed (err 0), failed, or cannot go: its op, or
  * its inject's counter, learns how.  Never sent again: a send that failed
  * may still have arrived, and the target must not raise the data twice.
@@ -566,10 +644,18 @@ void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err)
 	/* a RAIL_UP of ours went: its rail's connection is up */
 	if (!err && buf->rail && msg->type == MRL_CTRL_RAIL_UP)
 		mrl_rails_opened(ep, buf->peer, 1u << buf->rail);
+	if (buf->flush) {
+		ep->rails[buf->rail].fences--;
+		ep->rails[buf->rail].fences_done++;
+	} else if (!err && (buf->announce || buf->inject_data) &&
+		   mrl_flush_write_data(ep, buf)) {
+		return;			/* the op completes with the flush */
+	}
 	if (err && err != -FI_ECANCELED && (buf->announce || buf->inject_data))
-		MRL_WARN(FI_LOG_EP_DATA, "rail %d: a writedata's CQ data could "
-			 "not be sent (%s): the op fails\n", buf->rail,
-			 fi_strerror(-err));
+		MRL_WARN(FI_LOG_EP_DATA, "rail %d: a writedata's CQ data %s "
+			 "(%s): the op fails\n", buf->rail, buf->flush ?
+			 "was sent but not seen to arrive" :
+			 "could not be sent", fi_strerror(-err));
 	if (buf->announce) {
 		mrl_rma_done(ep, &buf->announce->op, err);
 	} else if (buf->inject_data) {
@@ -614,6 +700,8 @@ int mrl_ctrl_write_data(struct mrl_ep *ep, struct mrl_rma_req *req)
 	buf = mrl_take_tx(ep);
 	mrl_compose_write_data(ep, buf, peer, req->op.len, req->op.data);
 	buf->announce = req;
+	buf->wd_addr = req->op.raddr;
+	buf->wd_key = mrl_rma_req_key(req);
 	mrl_queue_tx(ep, buf);
 	return 0;
 }
@@ -677,11 +765,15 @@ ssize_t mrl_ctrl_inject_data(struct mrl_ep *ep, struct mrl_peer *peer,
 		peer->ctrl_refs++;
 		b->cq_data = data;
 		b->data_len = len;
+		b->wd_addr = addr;
+		b->wd_key = key;
 		return 0;
 	}
 	mrl_take_tx(ep);
 	mrl_compose_write_data(ep, b, peer, len, data);
 	b->inject_data = true;
+	b->wd_addr = addr;
+	b->wd_key = key;
 	mrl_queue_tx(ep, b);
 	return 0;
 }

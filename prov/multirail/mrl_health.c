@@ -370,7 +370,8 @@ static void mrl_fences_stuck(const struct stall *s)
  * for the kernel's verdict on a dead connection.  Their connections there
  * are reset (mrl_reset.c), so that the core gives back what it held (the
  * op completes, its copies elsewhere placed the bytes) and nothing of it
- * lands later.  Fences count as chunks: a send waits behind them.
+ * lands later.  Fences and writedata flushes count as chunks: a send or
+ * an op waits behind them.
  */
 #define MRL_RESETS_PER_WATCH	16
 
@@ -445,7 +446,8 @@ static void mrl_reset_held(struct mrl_ep *ep, int rail)
 	struct mrl_reset_pass p = { .ep = ep, .rail = rail };
 	struct mrl_av *av = ep->av;
 	struct mrl_chunk *chunk;
-	size_t i;
+	struct mrl_peer *peer;
+	size_t i, it = 0;
 
 	while (p.n < MRL_RESETS_PER_WATCH &&
 	       (chunk = mrl_engine_find_chunk(&ep->engine, rail,
@@ -456,6 +458,23 @@ static void mrl_reset_held(struct mrl_ep *ep, int rail)
 		    (av->all[i]->fence.inflight & mrl_rail_bit(rail)) &&
 		    mrl_reset_due(&p, av->all[i]))
 			mrl_reset_peer(&p, av->all[i]);
+	}
+	while (p.n < MRL_RESETS_PER_WATCH &&
+	       (peer = mrl_ctrl_flushing_peer(ep, rail, &it)))
+		if (mrl_reset_due(&p, peer))
+			mrl_reset_peer(&p, peer);
+}
+
+/* A flush behind a writedata's WRITE_DATA stuck there: as a fence. */
+static void mrl_flushes_stuck(const struct stall *s)
+{
+	struct mrl_peer *peer;
+	size_t it = 0;
+
+	while ((peer = mrl_ctrl_flushing_peer(s->ep, s->rail, &it))) {
+		if (mrl_stalled_for(s, peer))
+			mrl_stall_down(s, peer, "a writedata's flush has not "
+				       "completed");
 	}
 }
 
@@ -492,8 +511,10 @@ static void mrl_watch_rail(struct mrl_ep *ep, int rail)
 	while ((chunk = mrl_engine_find_chunk(&ep->engine, rail, mrl_stuck_chunk,
 					      &s)))
 		mrl_stall_down(&s, chunk->op->peer, "no chunk completed");
-	if (r->fences)
+	if (r->fences) {
 		mrl_fences_stuck(&s);
+		mrl_flushes_stuck(&s);
+	}
 	mrl_engine_reissue(&ep->engine, rail);
 }
 

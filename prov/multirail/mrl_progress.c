@@ -102,6 +102,10 @@ mrl_dispatch_side(struct mrl_ep *ep, int rail, struct mrl_req_hdr *hdr,
 		mrl_side_done(ep, rail);
 		mrl_ctrl_bounce_done(ep, (struct mrl_ctrl_buf *) hdr, err);
 		break;
+	case MRL_REQ_DATA_FLUSH:
+		mrl_side_done(ep, rail);
+		mrl_ctrl_data_flushed(ep, (struct mrl_ctrl_buf *) hdr, err);
+		break;
 	case MRL_REQ_FENCE:
 		mrl_side_done(ep, rail);
 		mrl_fence_done(ep, (struct mrl_fence *) hdr, err);

@@ -561,6 +561,31 @@ static ssize_t mrl_announce_fence(struct mrl_ep *ep, const struct mrl_rma_args *
 	return 0;
 }
 
+/*
+ * The core key of the user's key on rail of peer (a flush behind a
+ * writedata's WRITE_DATA, mrl_ctrl.c): 0, or -FI_ENOKEY where the target's
+ * keys for that rail are not known.
+ */
+int mrl_rma_rail_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
+		     int rail, uint64_t *rail_key)
+{
+	uint64_t keys[MRL_MAX_RAILS];
+	const uint64_t *keyv;
+	int n = mrl_resolve_keys(ep, peer, key, keys, &keyv, NULL);
+
+	if (n <= rail)
+		return -FI_ENOKEY;
+	*rail_key = keyv[rail];
+	return 0;
+}
+
+/* The user's key of a request (a writedata's, for the flush behind its
+ * WRITE_DATA) */
+uint64_t mrl_rma_req_key(struct mrl_rma_req *req)
+{
+	return mrl_slot_of(&req->op)->key;
+}
+
 /* A writedata of no bytes: its WRITE_DATA at once. */
 static void mrl_announce_now(struct mrl_ep *ep, struct mrl_rma_req *req)
 {
@@ -853,6 +878,9 @@ static ssize_t mrl_sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	head->op.len = a->len;
 	head->op.peer = peer;
 	head->announce = announce;
+	/* the target a flush behind its WRITE_DATA aims at (mrl_ctrl.c) */
+	head->op.raddr = a->rma_iov[0].addr;
+	mrl_slot_of(&head->op)->key = a->rma_iov[0].key;
 	flags &= ~(FI_REMOTE_CQ_DATA | FI_INJECT);
 	if (announce)
 		flags |= FI_DELIVERY_COMPLETE;
