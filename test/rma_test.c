@@ -2451,12 +2451,21 @@ static int rounds_all(const char *got, int window)
 	return 1;
 }
 
-/* Target, -o writedata: what ran while the initiator posted round r. */
+/*
+ * Target, -o writedata: what ran while the initiator posted round r.  A
+ * transmit-complete writedata completes when its data left: a rail that
+ * fails then may lose it.  A round whose writedata all completed and whose
+ * data did not all come is a loss, which the next round's first writedata
+ * must report (it fails): a loss no later op reports fails the test.
+ */
+#define ROUND_DATA_WAIT_S	15
+
 static void rounds_target_data(size_t size, int window, uint64_t seed)
 {
 	char *failed = calloc(ROUNDS_MAX, 1), got[256];
 	struct round_msg m;
-	uint32_t round = 0;
+	uint32_t round = 0, owed = 0;
+	int owing = 0;
 	double end;
 
 	for (;;) {
@@ -2473,15 +2482,27 @@ static void rounds_target_data(size_t size, int window, uint64_t seed)
 			die("rounds: -o writedata: %d rounds at most",
 			    ROUNDS_MAX - 1);
 		failed[round] = m.status != ROUND_SENT;
-		end = now() + TIMEOUT_S;
+		if (owing && m.status == ROUND_SENT)
+			die("rounds: round %u's data never came, and round %u "
+			    "reported no loss", owed, round);
+		owing = 0;
+		end = now() + ROUND_DATA_WAIT_S;
 		while (m.status == ROUND_SENT && !rounds_all(got, window) &&
 		       now() < end)
 			round_take_data(round, size, window, seed, got, failed);
-		if (m.status == ROUND_SENT && !rounds_all(got, window))
-			die("rounds: round %u: every writedata completed and "
-			    "some data never came", round);
+		if (m.status == ROUND_SENT && !rounds_all(got, window)) {
+			printf("rounds: round %u: every writedata completed and "
+			       "some data never came: the next round must fail\n",
+			       round);
+			failed[round] = 1;	/* what comes late is allowed */
+			owed = round;
+			owing = 1;
+		}
 		round++;
 	}
+	if (owing)
+		die("rounds: round %u's data never came, and no op reported "
+		    "the loss", owed);
 	xsend(&m, sizeof(m));
 	free(failed);
 }

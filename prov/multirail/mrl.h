@@ -1057,6 +1057,7 @@ int mrl_rma_rail_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
 		     int rail, uint64_t *rail_key);
 uint64_t mrl_rma_req_key(struct mrl_rma_req *req);
 void mrl_fence_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
+void mrl_fence_data_lost(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_health_fail_unreachable(struct mrl_ep *ep);
 int mrl_health_rail_state(const struct mrl_ep *ep, int rail);
 void mrl_health_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);

@@ -581,14 +581,18 @@ void mrl_ctrl_bounce_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
 /*
  * A WRITE_DATA's send completed.  Over efa that means the peer took it;
  * over tcp only that it reached the socket, and a rail that fails then
- * loses it: the writedata would complete with no entry at the target.
- * So a zero-byte flush follows it on its rail, to the writedata's own
- * target (a delivery-complete write, or a read where that is how the
- * core flushes): it completes once the target's core took everything
- * before it on that connection, and the op completes with it, or fails
- * with it.  Watched as a fence is (mrl_health.c).  False where no flush
- * is needed, or none can be aimed (no key for the rail): the op
- * completes now.
+ * loses it: the writedata completed, and its entry never comes.  So a
+ * zero-byte flush follows it on its rail, to the writedata's own target
+ * (a delivery-complete write, or a read where that is how the core
+ * flushes), which completes once the target's core took everything
+ * before it on that connection.  A writedata asked to be
+ * delivery-complete completes with the flush, or fails with it.  One
+ * that is transmit-complete (the default) completes now, as over the core
+ * alone (its target may have taken the data and gone); if its flush then
+ * fails, the message may be lost: as for a write lost with its rail, the
+ * next send or writedata to the peer fails (mrl_fence.c).  The flush is
+ * watched as a fence is (mrl_health.c).  False where no flush is needed,
+ * or none can be aimed (no key for the rail).
  */
 static bool mrl_flush_write_data(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
@@ -603,6 +607,13 @@ static bool mrl_flush_write_data(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	}
 	buf->flush = true;
 	ep->rails[buf->rail].fences++;
+	if (buf->announce && !(buf->announce->op.flags & FI_DELIVERY_COMPLETE)) {
+		mrl_rma_done(ep, &buf->announce->op, 0);
+		buf->announce = NULL;
+	} else if (buf->inject_data) {
+		mrl_cntr_inc(ep->cntr_write);	/* injects are never DC */
+		buf->inject_data = false;
+	}
 	mrl_queue_tx(ep, buf);
 	return true;
 }
@@ -647,6 +658,9 @@ void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err)
 	if (buf->flush) {
 		ep->rails[buf->rail].fences--;
 		ep->rails[buf->rail].fences_done++;
+		/* a core cancels what it held on a connection torn down */
+		if (err && !buf->announce)
+			mrl_fence_data_lost(ep, buf->peer, buf->rail);
 	} else if (!err && (buf->announce || buf->inject_data) &&
 		   mrl_flush_write_data(ep, buf)) {
 		return;			/* the op completes with the flush */

@@ -167,6 +167,24 @@ void mrl_fence_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		mrl_fence_lost(peer, rail, false);
 }
 
+/*
+ * A transmit-complete writedata's WRITE_DATA went on rail and its flush
+ * failed: the message may be lost with the rail.  The next send or
+ * writedata to peer fails, as for a write lost there.
+ */
+void mrl_fence_data_lost(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+{
+	struct mrl_peer_fence *f = &peer->fence;
+
+	if (f->owner && f->owner != ep)
+		return;		/* another endpoint's sends: not ours to fail */
+	f->owner = ep;
+	mrl_fence_lost(peer, rail, false);
+	MRL_WARN(FI_LOG_EP_DATA, "rail %d: a writedata's CQ data went and was "
+		 "not seen to arrive: the next send or writedata to the peer "
+		 "fails\n", rail);
+}
+
 /* The send that learns of a loss fails; the sends after it go on. */
 static int mrl_fence_report_loss(struct mrl_ep *ep, struct mrl_peer *peer)
 {

@@ -543,10 +543,15 @@ static bool mrl_wait_for_rails(struct mrl_ep *ep, struct mrl_peer *peer,
  * they were lost with a failed rail it completes with -FI_EIO instead of
  * being raised without them, as a send does.  Domain locked.
  */
+/*
+ * Before a writedata: 0 to go on; 1 where it failed (-FI_EIO: writes
+ * before it were lost with a rail), its error reported; or a negative
+ * error to return (-FI_EAGAIN while flushes are in flight).
+ */
 static ssize_t mrl_announce_fence(struct mrl_ep *ep, const struct mrl_rma_args *a,
 			      struct mrl_peer *peer)
 {
-	int ret;
+	ssize_t ret;
 
 	mrl_fence_note_write(peer);	/* its own bytes too */
 	ret = mrl_fence_progress(ep, peer);
@@ -554,11 +559,14 @@ static ssize_t mrl_announce_fence(struct mrl_ep *ep, const struct mrl_rma_args *
 	if (ret != -FI_EIO)
 		return ret;
 	mrl_cntr_inc_err(ep->cntr_write);
-	if (ep->tx_cq)
-		return mrl_cq_write_err(ep->tx_cq, a->context,
-					FI_RMA | FI_WRITE, -FI_EIO, 0, a->data,
-					0);
-	return 0;
+	if (ep->tx_cq) {
+		ret = mrl_cq_write_err(ep->tx_cq, a->context,
+				       FI_RMA | FI_WRITE, -FI_EIO, 0, a->data,
+				       0);
+		if (ret)
+			return ret;
+	}
+	return 1;
 }
 
 /*
@@ -643,7 +651,7 @@ static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 		ssize_t ret = mrl_announce_fence(ep, a, peer);
 
 		if (ret)
-			return ret;
+			return ret < 0 ? ret : 0;	/* 1: failed, reported */
 	}
 	req = ep->rma_free;
 	if (!req) {
@@ -863,7 +871,7 @@ static ssize_t mrl_sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	if (announce) {
 		ret = mrl_announce_fence(ep, a, peer);
 		if (ret)
-			return ret;
+			return ret < 0 ? ret : 0;	/* 1: failed, reported */
 	}
 	if (!mrl_reqs_free(ep, pieces + 1)) {
 		mrl_ep_progress(ep);
