@@ -1050,7 +1050,7 @@ void mrl_health_reset_asked(struct mrl_ep *ep, struct mrl_peer *peer,
 			    int rail);
 void mrl_ctrl_reset_rail(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 struct mrl_peer *mrl_ctrl_flushing_peer(struct mrl_ep *ep, int rail,
-					size_t *iter);
+					bool waited, size_t *iter);
 void mrl_ctrl_data_flushed(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
 			   int err);
 int mrl_rma_rail_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,

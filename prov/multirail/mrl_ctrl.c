@@ -606,7 +606,7 @@ static bool mrl_flush_write_data(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 		return false;
 	}
 	buf->flush = true;
-	ep->rails[buf->rail].fences++;
+	ep->rails[buf->rail].fences++;		/* the rail's watch runs */
 	if (buf->announce && !(buf->announce->op.flags & FI_DELIVERY_COMPLETE)) {
 		mrl_rma_done(ep, &buf->announce->op, 0);
 		buf->announce = NULL;
@@ -628,16 +628,19 @@ void mrl_ctrl_data_flushed(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
 
 /*
  * The peers with a writedata's flush in flight on rail, one a call from
- * *iter (0 to start); NULL after the last.
+ * *iter (0 to start); NULL after the last.  waited: only those an op
+ * waits for (delivery-complete writedata): only those take a rail out of
+ * service when stuck; any is reset with its rail's connection.
  */
 struct mrl_peer *mrl_ctrl_flushing_peer(struct mrl_ep *ep, int rail,
-					size_t *iter)
+					bool waited, size_t *iter)
 {
 	struct mrl_ctrl_buf *b;
 
 	while (*iter < ep->ctrl_nbufs) {
 		b = &ep->ctrl_bufs[(*iter)++];
-		if (b->hdr.kind == MRL_REQ_DATA_FLUSH && b->rail == rail)
+		if (b->hdr.kind == MRL_REQ_DATA_FLUSH && b->rail == rail &&
+		    (b->announce || !waited))
 			return b->peer;
 	}
 	return NULL;

@@ -460,7 +460,7 @@ static void mrl_reset_held(struct mrl_ep *ep, int rail)
 			mrl_reset_peer(&p, av->all[i]);
 	}
 	while (p.n < MRL_RESETS_PER_WATCH &&
-	       (peer = mrl_ctrl_flushing_peer(ep, rail, &it)))
+	       (peer = mrl_ctrl_flushing_peer(ep, rail, false, &it)))
 		if (mrl_reset_due(&p, peer))
 			mrl_reset_peer(&p, peer);
 }
@@ -471,7 +471,7 @@ static void mrl_flushes_stuck(const struct stall *s)
 	struct mrl_peer *peer;
 	size_t it = 0;
 
-	while ((peer = mrl_ctrl_flushing_peer(s->ep, s->rail, &it))) {
+	while ((peer = mrl_ctrl_flushing_peer(s->ep, s->rail, true, &it))) {
 		if (mrl_stalled_for(s, peer))
 			mrl_stall_down(s, peer, "a writedata's flush has not "
 				       "completed");
