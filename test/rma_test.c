@@ -2441,16 +2441,6 @@ static int round_take_data(uint32_t round, size_t size, int window,
 	return 1;
 }
 
-static int rounds_all(const char *got, int window)
-{
-	int k;
-
-	for (k = 0; k < window; k++)
-		if (!got[k])
-			return 0;
-	return 1;
-}
-
 /*
  * Target, -o writedata: what ran while the initiator posted round r.  A
  * transmit-complete writedata completes when its data left: a rail that
@@ -2487,10 +2477,10 @@ static void rounds_target_data(size_t size, int window, uint64_t seed)
 			    "reported no loss", owed, round);
 		owing = 0;
 		end = now() + ROUND_DATA_WAIT_S;
-		while (m.status == ROUND_SENT && !rounds_all(got, window) &&
+		while (m.status == ROUND_SENT && !round_all_done(got, window) &&
 		       now() < end)
 			round_take_data(round, size, window, seed, got, failed);
-		if (m.status == ROUND_SENT && !rounds_all(got, window)) {
+		if (m.status == ROUND_SENT && !round_all_done(got, window)) {
 			printf("rounds: round %u: every writedata completed and "
 			       "some data never came: the next round must fail\n",
 			       round);

@@ -1001,6 +1001,9 @@ int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer);
 void mrl_fence_settled(struct mrl_peer *peer, int rail);
 void mrl_fence_done(struct mrl_ep *ep, struct mrl_fence *fence, int err);
 void mrl_fence_lost(struct mrl_peer *peer, int rail, bool may_land);
+ssize_t mrl_post_zero_rma(struct mrl_ep *ep, int rail, fi_addr_t dest,
+			  struct mrl_req_hdr *ctx, uint64_t addr, uint64_t key,
+			  bool read);
 ssize_t mrl_fence_post_zero(struct mrl_ep *ep, struct mrl_peer *peer,
 			    int rail, struct mrl_fence *req, int kind,
 			    uint64_t addr, uint64_t key, bool read);

@@ -290,18 +290,12 @@ static void mrl_backlog_add(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
  */
 static ssize_t mrl_post_data_flush(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
-	struct fi_rma_iov rma = { buf->wd_addr, 0, buf->flush_key };
-	struct fi_msg_rma msg = {
-		.addr = buf->dest, .rma_iov = &rma, .rma_iov_count = 1,
-		.context = &buf->hdr,
-	};
 	ssize_t ret;
 
 	buf->hdr.kind = MRL_REQ_DATA_FLUSH;
-	ret = ep->domain->fence_by_read ?
-	      fi_readmsg(ep->rails[buf->rail].ep, &msg, FI_COMPLETION) :
-	      fi_writemsg(ep->rails[buf->rail].ep, &msg,
-			  FI_COMPLETION | FI_DELIVERY_COMPLETE);
+	ret = mrl_post_zero_rma(ep, buf->rail, buf->dest, &buf->hdr,
+				buf->wd_addr, buf->flush_key,
+				ep->domain->fence_by_read);
 	if (ret)
 		buf->hdr.kind = MRL_REQ_CTRL_TX;
 	else

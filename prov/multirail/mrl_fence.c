@@ -48,26 +48,34 @@ static struct mrl_fence *mrl_fence_req(struct mrl_ep *ep, struct mrl_peer *peer,
 }
 
 /*
- * A zero-byte flush of rail to peer, req its context (kind says whose): a
- * delivery-complete write to addr/key, or a read where a write cannot
- * flush (read).  Fences and health probes both send one.
+ * A zero-byte flush of rail to dest, ctx its context: a delivery-complete
+ * write to addr/key, or a read where a write cannot flush (read).  Fences,
+ * health probes and the flush behind a writedata's WRITE_DATA send one.
  */
+ssize_t mrl_post_zero_rma(struct mrl_ep *ep, int rail, fi_addr_t dest,
+			  struct mrl_req_hdr *ctx, uint64_t addr, uint64_t key,
+			  bool read)
+{
+	struct fi_rma_iov rma = { .addr = addr, .len = 0, .key = key };
+	struct fi_msg_rma msg = {
+		.addr = dest, .rma_iov = &rma, .rma_iov_count = 1,
+		.context = ctx,
+	};
+
+	return read ? fi_readmsg(ep->rails[rail].ep, &msg, FI_COMPLETION) :
+		      fi_writemsg(ep->rails[rail].ep, &msg,
+				  FI_COMPLETION | FI_DELIVERY_COMPLETE);
+}
+
 ssize_t mrl_fence_post_zero(struct mrl_ep *ep, struct mrl_peer *peer,
 			    int rail, struct mrl_fence *req, int kind,
 			    uint64_t addr, uint64_t key, bool read)
 {
-	struct fi_rma_iov rma = { .addr = addr, .len = 0, .key = key };
-	struct fi_msg_rma msg = {
-		.addr = peer->rail[rail].core_addr, .rma_iov = &rma,
-		.rma_iov_count = 1, .context = &req->hdr,
-	};
-
 	req->hdr.kind = kind;
 	req->peer = peer;
 	req->rail = rail;
-	return read ? fi_readmsg(ep->rails[rail].ep, &msg, FI_COMPLETION) :
-		      fi_writemsg(ep->rails[rail].ep, &msg,
-				  FI_COMPLETION | FI_DELIVERY_COMPLETE);
+	return mrl_post_zero_rma(ep, rail, peer->rail[rail].core_addr,
+				 &req->hdr, addr, key, read);
 }
 
 static int mrl_post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
