@@ -61,6 +61,7 @@ static atomic_int data_seen[THREADS][OPS];
 static struct side sides[THREADS];
 static int nsides;
 static double deadline;
+static const char *mode_now;
 
 static size_t slot(int t, int i)
 {
@@ -80,7 +81,9 @@ static void reap(struct fid_cq *cq)
 	if (r == -FI_EAVAIL) {
 		memset(&err, 0, sizeof(err));
 		fi_cq_readerr(cq, &err, 0);
-		die("error completion: %d (%s)", err.err, fi_strerror(err.err));
+		die("%s: error completion: %d (%s), prov_errno %d, context %p",
+		    mode_now, err.err, fi_strerror(err.err), err.prov_errno,
+		    err.op_context);
 	}
 	if (r != 1)
 		die("fi_cq_read: %zd", r);
@@ -97,6 +100,33 @@ static void reap(struct fid_cq *cq)
 	if (t >= THREADS || i >= OPS)
 		die("completion with context %p", e.op_context);
 	atomic_fetch_add(&local_done[t][i], 1);
+}
+
+/* Before a timeout's die(): which ops lack a completion or their CQ data. */
+static void missing(void)
+{
+	int t, i, n = 0;
+
+	for (t = 0; t < THREADS; t++)
+		for (i = 0; i < OPS; i++) {
+			int l = atomic_load(&local_done[t][i]);
+			int d = atomic_load(&data_seen[t][i]);
+
+			if ((l != 1 || d != 1) && n++ < 16)
+				fprintf(stderr, "op %d.%d (%zu bytes): %d "
+					"completions, %d CQ data\n", t, i,
+					len_of[t][i], l, d);
+		}
+	fprintf(stderr, "%d ops incomplete\n", n);
+}
+
+static void timed_out(const char *what, int t)
+{
+	static atomic_flag told = ATOMIC_FLAG_INIT;
+
+	if (!atomic_flag_test_and_set(&told))
+		missing();
+	die("%s: thread %d: %s", mode_now, t, what);
 }
 
 static int done_by(int t, int upto)
@@ -127,7 +157,7 @@ static void *run(void *arg)
 		while (i - done_by(t, i) >= WINDOW) {
 			reap(s->cq);
 			if (now() > deadline)
-				die("thread %d: window never drained", t);
+				timed_out("window never drained", t);
 		}
 		while ((r = fi_writedata(s->ep, src + slot(t, i), len, desc,
 					 (uint64_t) t << 16 | i, s->self,
@@ -135,7 +165,7 @@ static void *run(void *arg)
 					 ctx)) == -FI_EAGAIN) {
 			reap(s->cq);
 			if (now() > deadline)
-				die("thread %d: post never accepted", t);
+				timed_out("post never accepted", t);
 		}
 		if (r)
 			die("thread %d op %d: fi_writedata %zd", t, i, r);
@@ -152,7 +182,7 @@ static void *run(void *arg)
 			break;
 		reap(s->cq);
 		if (now() > deadline)
-			die("thread %d: completions missing at the end", t);
+			timed_out("completions missing at the end", t);
 	}
 	return NULL;
 }
@@ -223,6 +253,7 @@ static void round_of(const char *mode, int per_ep)
 	if (!per_ep)
 		CHK(fi_cq_open(domain, &cq_attr, &shared, NULL));
 	nsides = per_ep ? THREADS : 1;
+	mode_now = mode;
 	for (t = 0; t < nsides; t++)
 		open_side(&sides[t], shared);
 	deadline = now() + TIMEOUT_S;
