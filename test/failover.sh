@@ -6,7 +6,8 @@
 # while rail 3's link flaps, and while rail 2's link is down for 4 s; then
 # rounds of plain (transmit-complete) writes each announced by a send
 # (rma_test -P: the target checks every byte when the message arrives)
-# while the initiator's end of rail 1 goes down for 5 s, and for good
+# while the initiator's end of rail 1 goes down for 5 s, and for good, and
+# rounds of plain writedata while the initiator's end of rail 0 goes down
 # (the kernel's default tcp_retries2: the op must end within seconds).
 # The throughput while a rail is down is measured by
 # fabtests-ext/scripts/fi_multirail_failover (docs/reliability.md).
@@ -85,11 +86,11 @@ sleep 1
 link 2 down; sleep 4; link 2 up
 finish write
 
-# rounds NAME COUNT: rounds of 4 plain 16 MiB writes and a send, in the
-# background; they are under way once the log shows round 3
+# rounds NAME COUNT [OP]: rounds of 4 plain 16 MiB writes and a send (or
+# of 4 writedata), in the background; under way once the log shows round 3
 rounds() {
-	FI_MULTIRAIL_RAIL_TIMEOUT_MS=1000 timeout 300 ./test/rma_test \
-		-N mrl_a,mrl_b -o write -S 16777216 -W 4 -P "$2" \
+	FI_MULTIRAIL_RAIL_TIMEOUT_MS=${deadline_ms:-1000} timeout 300 ./test/rma_test \
+		-N mrl_a,mrl_b -o "${3:-write}" -S 16777216 -W 4 -P "$2" \
 		>"failover-$1.log" 2>&1 &
 	pid=$!
 	i=0
@@ -160,3 +161,30 @@ if awk -v s="$slowest" 'BEGIN { exit !(s > 6) }'; then
 	echo "FAIL: a round's writes took $slowest s (bound: 6 s)"
 	exit 1
 fi
+
+# Rail 0 (where a writedata's CQ data goes) down for good under rounds of
+# transmit-complete writedata: a WRITE_DATA that went into its socket is
+# lost with the connection's reset.  The target checks each op's bytes at
+# its CQ data; a round whose writedata all completed and whose data did
+# not all come must be followed by a failed op before any data arrives
+# (a writedata moved to another rail waits for the flushes behind the
+# earlier ones, and the reset reports their loss at once).
+# The provider's default deadline (3 s): at 1 s the WRITE_DATAs of the
+# round under the fault went after rail 0 was out, and none was lost.
+# Twice: without the wait and the report at the reset, a run failed 1 to
+# 6 times in 7 ("round 4's data never came, and round 5 reported no loss").
+deadline_ms=3000
+for run in 1 2; do
+	echo "== plain writedata, rail 0's initiator end down for good ($run)"
+	rounds wd-rail0 20 writedata
+	fault=$(date +%s.%N)
+	ip -n mrl_a link set vA0 down
+	finish wd-rail0
+	ip -n mrl_a link set vA0 up
+	grep -E '^rounds:' "failover-wd-rail0.log"
+	if [ "$(after wd-rail0)" -lt 10 ]; then
+		echo "FAIL: fewer than 10 rounds sent after rail 0 went down"
+		exit 1
+	fi
+done
+unset deadline_ms

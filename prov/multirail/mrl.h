@@ -729,6 +729,9 @@ struct mrl_ctrl_buf {
 					 * fi_inject_writedata */
 	bool flush;			/* its WRITE_DATA went: now a zero-byte
 					 * flush behind it, to wd_addr */
+	bool loss_told;			/* the flush's connection was reset:
+					 * its loss is reported already */
+	uint64_t flush_ns;		/* when the flush was posted */
 	uint64_t wd_addr, wd_key;	/* the writedata's target and user key */
 	uint64_t flush_key;		/* wd_key's on the flush's rail */
 	uint64_t cq_data;		/* its CQ data and length */
@@ -1061,6 +1064,8 @@ int mrl_rma_rail_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
 uint64_t mrl_rma_req_key(struct mrl_rma_req *req);
 void mrl_fence_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_fence_data_lost(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
+int mrl_fence_lost_since(struct mrl_ep *ep, struct mrl_peer *peer);
+void mrl_ctrl_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_health_fail_unreachable(struct mrl_ep *ep);
 int mrl_health_rail_state(const struct mrl_ep *ep, int rail);
 void mrl_health_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);

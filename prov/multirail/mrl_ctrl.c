@@ -296,10 +296,12 @@ static ssize_t mrl_post_data_flush(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	ret = mrl_post_zero_rma(ep, buf->rail, buf->dest, &buf->hdr,
 				buf->wd_addr, buf->flush_key,
 				ep->domain->fence_by_read);
-	if (ret)
+	if (ret) {
 		buf->hdr.kind = MRL_REQ_CTRL_TX;
-	else
+	} else {
+		buf->flush_ns = ep->now_ns;
 		mrl_side_posted(ep, buf->rail);
+	}
 	return ret;
 }
 
@@ -377,6 +379,97 @@ static void mrl_drop_backlogged(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 }
 
 /*
+ * A transmit-complete writedata's flush whose loss is now certain: its
+ * connection was reset, or its rail has been out for the peer longer
+ * than the deadline (a core may hold it for minutes).  The next send or
+ * writedata to the peer fails, once: the flush's own failure, when the
+ * core returns it, is not reported again.
+ */
+static void mrl_flush_lost(struct mrl_ep *ep, struct mrl_ctrl_buf *b)
+{
+	b->loss_told = true;
+	mrl_fence_data_lost(ep, b->peer, b->rail);
+}
+
+static bool mrl_tc_flush_to(const struct mrl_ctrl_buf *b,
+			    const struct mrl_peer *peer)
+{
+	return b->hdr.kind == MRL_REQ_DATA_FLUSH && b->peer == peer &&
+	       !b->announce && !b->loss_told;
+}
+
+/*
+ * rail's connection to peer was reset (mrl_reset.c): a WRITE_DATA whose
+ * flush is in flight there went down with it.  Reported now, not when
+ * the core fails the flush: the core learns of the reset only when
+ * progress next reaches that connection, and a send posted before that
+ * would go on a new connection, as if nothing were lost.
+ */
+void mrl_ctrl_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+{
+	struct mrl_ctrl_buf *b;
+	size_t i;
+
+	for (i = 0; i < ep->ctrl_nbufs; i++) {
+		b = &ep->ctrl_bufs[i];
+		if (b->rail == rail && mrl_tc_flush_to(b, peer))
+			mrl_flush_lost(ep, b);
+	}
+}
+
+/*
+ * Is an earlier writedata's CQ data to buf's peer still unconfirmed on a
+ * rail other than buf's?  Over one connection a message cannot arrive
+ * after an earlier one was lost; over two it can, so a WRITE_DATA moved
+ * to another rail (its own rail out of service) waits for the flushes
+ * behind the earlier ones.  One out longer than the deadline counts as
+ * lost (on a rail out for the peer, its reset, where the core has
+ * sockets, comes sooner), so the wait is bounded; with the deadline off
+ * (FI_MULTIRAIL_RAIL_TIMEOUT_MS=0) the core's verdict is awaited.
+ */
+static bool mrl_flush_elsewhere(struct mrl_ep *ep,
+				const struct mrl_ctrl_buf *buf)
+{
+	uint64_t deadline = (uint64_t) mrl_params.rail_timeout_ms * 1000000u;
+	struct mrl_peer *peer = buf->peer;
+	struct mrl_ctrl_buf *b;
+	bool wait = false;
+	size_t i;
+	int r;
+
+	for (r = 0; r < ep->nrails; r++)
+		if (r != buf->rail && ep->rails[r].fences)
+			break;
+	if (r == ep->nrails)
+		return false;		/* the common case: none elsewhere */
+	for (i = 0; i < ep->ctrl_nbufs; i++) {
+		b = &ep->ctrl_bufs[i];
+		if (b->rail == buf->rail || !mrl_tc_flush_to(b, peer))
+			continue;
+		if (deadline && ep->now_ns - b->flush_ns > deadline)
+			mrl_flush_lost(ep, b);
+		else
+			wait = true;
+	}
+	return wait;
+}
+
+/*
+ * Before a WRITE_DATA goes: 0 to send it; -FI_EAGAIN while an earlier
+ * one's flush elsewhere is out (mrl_flush_elsewhere); -FI_EIO, reported,
+ * where writes or CQ data to the peer were lost since the writedata was
+ * posted (its check then passed), as that check would have failed it.
+ */
+static int mrl_announce_gate(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+{
+	if (!(buf->announce || buf->inject_data) || buf->flush)
+		return 0;
+	if (mrl_flush_elsewhere(ep, buf))
+		return -FI_EAGAIN;
+	return mrl_fence_lost_since(ep, buf->peer);
+}
+
+/*
  * Sends what the core refused before, in order per destination: a
  * connection still being made (or to a peer that never answers) holds back
  * its own messages, not those to the other peers on its rail.
@@ -395,7 +488,9 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
 			continue;
 		}
 		ret = mrl_behind_refused(refused, nrefused, buf) ? -FI_EAGAIN :
-							      mrl_post_tx(ep, buf);
+		      mrl_announce_gate(ep, buf);
+		if (!ret)
+			ret = mrl_post_tx(ep, buf);
 		if (ret == -FI_EAGAIN) {
 			if (nrefused < MRL_CTRL_TX_COUNT)
 				refused[nrefused++] = buf;
@@ -404,9 +499,10 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
 		}
 		*pos = buf->next_free;
 		if (ret) {
-			MRL_WARN_ONCE(FI_LOG_EP_CTRL, "rail %d: control send: "
-				      "%s\n", buf->rail,
-				      fi_strerror((int) -ret));
+			if (ret != -FI_EIO)	/* EIO: a loss, reported */
+				MRL_WARN_ONCE(FI_LOG_EP_CTRL, "rail %d: control "
+					      "send: %s\n", buf->rail,
+					      fi_strerror((int) -ret));
 			mrl_ctrl_sent(ep, buf, (int) ret);
 		}
 	}
@@ -459,6 +555,7 @@ static struct mrl_ctrl_buf *mrl_take_tx(struct mrl_ep *ep)
 	buf->announce = NULL;
 	buf->inject_data = false;
 	buf->flush = false;
+	buf->loss_told = false;
 	return buf;
 }
 
@@ -656,7 +753,7 @@ void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err)
 		ep->rails[buf->rail].fences--;
 		ep->rails[buf->rail].fences_done++;
 		/* a core cancels what it held on a connection torn down */
-		if (err && !buf->announce)
+		if (err && !buf->announce && !buf->loss_told)
 			mrl_fence_data_lost(ep, buf->peer, buf->rail);
 	} else if (!err && (buf->announce || buf->inject_data) &&
 		   mrl_flush_write_data(ep, buf)) {

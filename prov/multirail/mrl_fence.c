@@ -207,6 +207,18 @@ static int mrl_fence_report_loss(struct mrl_ep *ep, struct mrl_peer *peer)
 }
 
 /*
+ * A writedata's WRITE_DATA about to go: where writes or CQ data to the
+ * peer were lost after its post-time check passed, it fails (-FI_EIO,
+ * reported) as that check would have; else 0.
+ */
+int mrl_fence_lost_since(struct mrl_ep *ep, struct mrl_peer *peer)
+{
+	if (peer->fence.owner != ep || !peer->fence.lost)
+		return 0;
+	return mrl_fence_report_loss(ep, peer);
+}
+
+/*
  * Writes went to the peer while bytes of a failed rail could still land
  * over them: the send that would announce them fails as well.  Warned at
  * the first such send after each loss; each counts in lost_sends.

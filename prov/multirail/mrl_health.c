@@ -411,6 +411,7 @@ static int mrl_reset_conn(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		return 0;
 	ep->rails[rail].resets += n;
 	mrl_fence_conn_reset(ep, peer, rail);
+	mrl_ctrl_conn_reset(ep, peer, rail);
 	return 1;
 }
 
