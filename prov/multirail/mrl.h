@@ -1064,7 +1064,7 @@ int mrl_rma_rail_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
 uint64_t mrl_rma_req_key(struct mrl_rma_req *req);
 void mrl_fence_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_fence_data_lost(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
-int mrl_fence_lost_since(struct mrl_ep *ep, struct mrl_peer *peer);
+int mrl_fence_lost_since(struct mrl_ep *ep, const struct mrl_peer *peer);
 void mrl_ctrl_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_health_fail_unreachable(struct mrl_ep *ep);
 int mrl_health_rail_state(const struct mrl_ep *ep, int rail);

@@ -456,9 +456,9 @@ static bool mrl_flush_elsewhere(struct mrl_ep *ep,
 
 /*
  * Before a WRITE_DATA goes: 0 to send it; -FI_EAGAIN while an earlier
- * one's flush elsewhere is out (mrl_flush_elsewhere); -FI_EIO, reported,
- * where writes or CQ data to the peer were lost since the writedata was
- * posted (its check then passed), as that check would have failed it.
+ * one's flush elsewhere is out (mrl_flush_elsewhere); -FI_EIO where
+ * writes or CQ data to the peer were lost since the writedata was posted
+ * (its check then passed), as that check would have failed it.
  */
 static int mrl_announce_gate(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
@@ -499,7 +499,7 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
 		}
 		*pos = buf->next_free;
 		if (ret) {
-			if (ret != -FI_EIO)	/* EIO: a loss, reported */
+			if (ret != -FI_EIO)	/* EIO: a loss, warned of */
 				MRL_WARN_ONCE(FI_LOG_EP_CTRL, "rail %d: control "
 					      "send: %s\n", buf->rail,
 					      fi_strerror((int) -ret));

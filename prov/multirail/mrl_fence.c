@@ -208,14 +208,14 @@ static int mrl_fence_report_loss(struct mrl_ep *ep, struct mrl_peer *peer)
 
 /*
  * A writedata's WRITE_DATA about to go: where writes or CQ data to the
- * peer were lost after its post-time check passed, it fails (-FI_EIO,
- * reported) as that check would have; else 0.
+ * peer were lost after its post-time check passed, it fails (-FI_EIO) as
+ * that check would have; else 0.  The loss stays to be reported by the
+ * next send or writedata posted: it may be of writes posted after this
+ * one, which that op announces.
  */
-int mrl_fence_lost_since(struct mrl_ep *ep, struct mrl_peer *peer)
+int mrl_fence_lost_since(struct mrl_ep *ep, const struct mrl_peer *peer)
 {
-	if (peer->fence.owner != ep || !peer->fence.lost)
-		return 0;
-	return mrl_fence_report_loss(ep, peer);
+	return peer->fence.owner == ep && peer->fence.lost ? -FI_EIO : 0;
 }
 
 /*
