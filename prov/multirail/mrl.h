@@ -731,7 +731,7 @@ struct mrl_ctrl_buf {
 					 * flush behind it, to wd_addr */
 	bool loss_told;			/* the flush's connection was reset:
 					 * its loss is reported already */
-	uint64_t flush_ns;		/* when the flush was posted */
+	uint64_t flush_ns;		/* when the flush was queued */
 	uint64_t wd_addr, wd_key;	/* the writedata's target and user key */
 	uint64_t flush_key;		/* wd_key's on the flush's rail */
 	uint64_t cq_data;		/* its CQ data and length */

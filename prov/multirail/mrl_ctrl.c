@@ -296,12 +296,10 @@ static ssize_t mrl_post_data_flush(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	ret = mrl_post_zero_rma(ep, buf->rail, buf->dest, &buf->hdr,
 				buf->wd_addr, buf->flush_key,
 				ep->domain->fence_by_read);
-	if (ret) {
+	if (ret)
 		buf->hdr.kind = MRL_REQ_CTRL_TX;
-	} else {
-		buf->flush_ns = ep->now_ns;
+	else
 		mrl_side_posted(ep, buf->rail);
-	}
 	return ret;
 }
 
@@ -391,11 +389,12 @@ static void mrl_flush_lost(struct mrl_ep *ep, struct mrl_ctrl_buf *b)
 	mrl_fence_data_lost(ep, b->peer, b->rail);
 }
 
+/* A transmit-complete writedata's flush to peer, posted or still queued
+ * (a free buffer names no peer), whose loss is not yet told */
 static bool mrl_tc_flush_to(const struct mrl_ctrl_buf *b,
 			    const struct mrl_peer *peer)
 {
-	return b->hdr.kind == MRL_REQ_DATA_FLUSH && b->peer == peer &&
-	       !b->announce && !b->loss_told;
+	return b->flush && b->peer == peer && !b->announce && !b->loss_told;
 }
 
 /*
@@ -697,6 +696,7 @@ static bool mrl_flush_write_data(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 		return false;
 	}
 	buf->flush = true;
+	buf->flush_ns = ep->now_ns;
 	ep->rails[buf->rail].fences++;		/* the rail's watch runs */
 	if (buf->announce && !(buf->announce->op.flags & FI_DELIVERY_COMPLETE)) {
 		mrl_rma_done(ep, &buf->announce->op, 0);
