@@ -82,7 +82,7 @@ static void time_lookup_remove(struct fid_av *av, uint32_t npeers, size_t len)
 			die("fi_av_lookup of peer %u: %zu bytes", i, olen);
 	}
 	t = cpu_now();
-	printf("lookup us/peer %.2f\n", (t - t0) * 1e6 / npeers);
+	printf("lookup us/peer %.3f\n", (t - t0) * 1e6 / npeers);
 	t0 = cpu_now();
 	for (i = 0; i < npeers; i++) {
 		fi_addr_t fa = i;
@@ -91,7 +91,7 @@ static void time_lookup_remove(struct fid_av *av, uint32_t npeers, size_t len)
 			die("fi_av_remove of peer %u", i);
 	}
 	t = cpu_now();
-	printf("remove us/peer %.2f\n", (t - t0) * 1e6 / npeers);
+	printf("remove us/peer %.3f\n", (t - t0) * 1e6 / npeers);
 }
 
 int main(int argc, char **argv)

@@ -347,6 +347,7 @@ struct mrl_peer_rail {
 };
 
 struct mrl_peer {
+	/* what every op reads first, in one cache line */
 	struct mrl_peer_fence fence;
 	/* the fast path declines while either is set: one load tests both */
 	union {
@@ -358,37 +359,16 @@ struct mrl_peer {
 		};
 		uint64_t fast_off;
 	};
+	/* the rest by size, leaving no holes: a cluster's AV holds
+	 * thousands of peers */
 	struct mrl_peer_health *health;
-	uint32_t refused_rails;		/* the core said -FI_EAGAIN to the
-					 * last post there */
-	uint32_t rails_closed;		/* asked for (RAIL_ASK), no RAIL_UP
-					 * came yet: not ours to connect */
 	uint64_t answered_ns;		/* when a control message first came
 					 * from the peer: it runs (0: none) */
-	int nrails;			/* rails of the peer we can reach */
-	int peer_nrails;		/* rails the peer has */
-	bool hello_sent;
-	uint32_t hello_nonce;		/* our HELLO's: the HELLO_ACK that
-					 * completes a partial peer echoes it */
-	uint32_t rails_up;		/* rails rails_up_ep sent RAIL_UP on,
-					 * or asked the peer to */
-	uint32_t asked_ms;		/* the last RAIL_ASK (the clock, ms) */
-	uint8_t asks;			/* RAIL_ASKs since rails were closed */
 	struct mrl_ep *rails_up_ep;
-	bool visible;			/* inserted by the user */
-	bool learned;			/* from control messages alone, never
-					 * inserted: may be evicted */
 	uint64_t heard;			/* learned: the AV's clock at its last
 					 * message (the least recent goes) */
-	int ctrl_refs;			/* our control sends naming it, posted
-					 * or in the backlog */
 	fi_addr_t fi_addr;		/* user's handle, when visible */
 	fi_addr_t ctrl_addr;		/* its control endpoint (rail 0's AV) */
-	void *addr;			/* composite address: after rail[],
-					 * or its own allocation (addr_own) */
-	bool addr_own;
-	size_t addrlen;
-	struct mrl_peer *hnext;		/* its bucket's next (mrl_av.c) */
 	struct mrl_key_entry **keys;	/* MRL_KEY_BUCKETS buckets, with the
 					 * first key asked for */
 	/* the entry the last small op used: programs write to one target
@@ -398,6 +378,30 @@ struct mrl_peer {
 	const struct mrl_key_entry *key_hint;
 	uint32_t hint_local;
 	uint32_t hint_rails;
+	uint32_t refused_rails;		/* the core said -FI_EAGAIN to the
+					 * last post there */
+	uint32_t rails_closed;		/* asked for (RAIL_ASK), no RAIL_UP
+					 * came yet: not ours to connect */
+	uint32_t hello_nonce;		/* our HELLO's: the HELLO_ACK that
+					 * completes a partial peer echoes it */
+	uint32_t rails_up;		/* rails rails_up_ep sent RAIL_UP on,
+					 * or asked the peer to */
+	uint32_t asked_ms;		/* the last RAIL_ASK (the clock, ms) */
+	int ctrl_refs;			/* our control sends naming it, posted
+					 * or in the backlog */
+	int nrails;			/* rails of the peer we can reach */
+	int peer_nrails;		/* rails the peer has */
+	uint8_t asks;			/* RAIL_ASKs since rails were closed */
+	bool hello_sent;
+	bool visible;			/* inserted by the user */
+	bool learned;			/* from control messages alone, never
+					 * inserted: may be evicted */
+	bool addr_own;
+	/* next to rail[] and the address after it: fi_av_lookup reads
+	 * these alone */
+	uint32_t addrlen;
+	void *addr;			/* composite address: after rail[],
+					 * or its own allocation (addr_own) */
 	struct mrl_peer_rail rail[];	/* the AV's rails (mrl_av.c) */
 };
 
@@ -413,9 +417,12 @@ struct mrl_av {
 	size_t count, size;
 	struct mrl_peer **all;		/* every peer, user's or hidden */
 	size_t nall, sizeall;
-	struct mrl_peer **hash;		/* every peer by its rail-0 address:
-					 * an insert finds its peer in O(1) */
-	size_t nhash;			/* buckets: a power of two */
+	struct mrl_av_slot {
+		uint32_t hash;		/* of the peer's rail-0 address */
+		uint32_t pos;		/* 1 + its index in all; 0: empty */
+	} *slots;			/* every peer by its rail-0 address
+					 * (mrl_av.c): O(1) to find */
+	size_t nslots;			/* a power of two */
 	fi_addr_t *rev0;		/* rail-0 core fi_addr -> user fi_addr */
 	size_t nrev0;
 	struct mrl_ep *ep;		/* bound endpoint, for handshakes */

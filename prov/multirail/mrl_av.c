@@ -221,60 +221,95 @@ static void mrl_insert_ctrl(struct mrl_av *av, struct mrl_peer *peer)
 
 /*
  * Peers are found by their rail-0 address, the same in every form of a
- * peer's address (partial or full): FNV-1a over its bytes picks a bucket.
+ * peer's address (partial or full).  The index is open-addressed (linear
+ * probing) and holds each peer's hash with its place in av->all, so a
+ * probe reads one array and touches a peer only when the hashes agree: an
+ * insert into an AV of many peers costs no cache miss per peer it passes.
  */
-static size_t mrl_av_bucket(const struct mrl_av *av, const void *addr)
+static uint32_t mrl_av_hash(const void *addr)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 	const uint8_t *b = mrl_addr_rail(addr, 0);
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = 0xcbf29ce484222325ull;	/* FNV-1a */
 	size_t i;
 
 	for (i = 0; i < hdr->rail_addrlen; i++)
 		h = (h ^ b[i]) * 0x100000001b3ull;
-	return (size_t) (h ^ (h >> 32)) & (av->nhash - 1);
+	return (uint32_t) (h ^ (h >> 32));
 }
 
-static void mrl_av_hash_add(struct mrl_av *av, struct mrl_peer *peer)
+static bool mrl_same_rail0(const void *a, const void *b)
 {
-	size_t b = mrl_av_bucket(av, peer->addr);
+	const struct mrl_addr_hdr *ha = a, *hb = b;
 
-	peer->hnext = av->hash[b];
-	av->hash[b] = peer;
+	return ha->rail_addrlen == hb->rail_addrlen &&
+	       !memcmp(mrl_addr_rail(a, 0), mrl_addr_rail(b, 0),
+		       ha->rail_addrlen);
 }
 
-static void mrl_av_hash_del(struct mrl_av *av, struct mrl_peer *peer)
+/* The slot holding av->all[i], found from its hash. */
+static size_t mrl_av_slot_of(const struct mrl_av *av, uint32_t hash, size_t i)
 {
-	struct mrl_peer **p = &av->hash[mrl_av_bucket(av, peer->addr)];
+	size_t mask = av->nslots - 1, s = hash & mask;
 
-	while (*p && *p != peer)
-		p = &(*p)->hnext;
-	if (*p)
-		*p = peer->hnext;
+	while (av->slots[s].pos != i + 1)
+		s = (s + 1) & mask;
+	return s;
 }
 
-/* Room for one more peer at no more than 2 a bucket on average. */
-static int mrl_av_hash_reserve(struct mrl_av *av)
+static void mrl_av_index_put(struct mrl_av *av, uint32_t hash, size_t i)
 {
-	struct mrl_peer **old = av->hash;
-	size_t nold = av->nhash, n = nold ? nold : 64, i;
-	struct mrl_peer *p, *next;
+	size_t mask = av->nslots - 1, s = hash & mask;
 
-	if (av->nall + 1 <= 2 * nold)
+	while (av->slots[s].pos)
+		s = (s + 1) & mask;
+	av->slots[s].hash = hash;
+	av->slots[s].pos = (uint32_t) (i + 1);
+}
+
+/* Empty slot s, moving later members of its run back so that every
+ * member stays reachable from its home slot (no tombstones). */
+static void mrl_av_index_take(struct mrl_av *av, size_t s)
+{
+	size_t mask = av->nslots - 1, next = s, home;
+
+	for (;;) {
+		next = (next + 1) & mask;
+		if (!av->slots[next].pos)
+			break;
+		home = av->slots[next].hash & mask;
+		/* may it move back to s?  Only if its home is not in
+		 * (s, next], cyclically */
+		if (s <= next ? (home > s && home <= next) :
+				(home > s || home <= next))
+			continue;
+		av->slots[s] = av->slots[next];
+		s = next;
+	}
+	av->slots[s].pos = 0;
+}
+
+/* Room for one more peer at a load of at most 3/4. */
+static int mrl_av_index_reserve(struct mrl_av *av)
+{
+	struct mrl_av_slot *old = av->slots;
+	size_t nold = av->nslots, n = nold ? nold : 64, i;
+
+	if (4 * (av->nall + 1) <= 3 * nold)
 		return 0;
-	while (av->nall + 1 > 2 * n)
+	while (4 * (av->nall + 1) > 3 * n)
 		n *= 2;
-	av->hash = calloc(n, sizeof(*av->hash));
-	if (!av->hash) {
-		av->hash = old;
+	if (n > UINT32_MAX)
+		return -FI_ENOMEM;
+	av->slots = calloc(n, sizeof(*av->slots));
+	if (!av->slots) {
+		av->slots = old;
 		return -FI_ENOMEM;
 	}
-	av->nhash = n;
+	av->nslots = n;
 	for (i = 0; i < nold; i++) {
-		for (p = old[i]; p; p = next) {
-			next = p->hnext;
-			mrl_av_hash_add(av, p);
-		}
+		if (old[i].pos)
+			mrl_av_index_put(av, old[i].hash, old[i].pos - 1);
 	}
 	free(old);
 	return 0;
@@ -282,16 +317,19 @@ static int mrl_av_hash_reserve(struct mrl_av *av)
 
 static struct mrl_peer *mrl_find_peer(struct mrl_av *av, const void *addr)
 {
-	const struct mrl_addr_hdr *hdr = addr;
+	uint32_t hash;
+	size_t mask, s;
 	struct mrl_peer *p;
 
-	if (!av->nhash)
+	if (!av->nslots)
 		return NULL;
-	for (p = av->hash[mrl_av_bucket(av, addr)]; p; p = p->hnext) {
-		if (((struct mrl_addr_hdr *) p->addr)->rail_addrlen ==
-		    hdr->rail_addrlen &&
-		    !memcmp(mrl_addr_rail(p->addr, 0), mrl_addr_rail(addr, 0),
-			    hdr->rail_addrlen))
+	hash = mrl_av_hash(addr);
+	mask = av->nslots - 1;
+	for (s = hash & mask; av->slots[s].pos; s = (s + 1) & mask) {
+		if (av->slots[s].hash != hash)
+			continue;
+		p = av->all[av->slots[s].pos - 1];
+		if (mrl_same_rail0(p->addr, addr))
 			return p;
 	}
 	return NULL;
@@ -311,13 +349,11 @@ static int mrl_take_full_addr(struct mrl_av *av, struct mrl_peer *peer,
 	if (!copy)
 		return -FI_ENOMEM;
 	memcpy(copy, addr, len);
-	mrl_av_hash_del(av, peer);	/* rail 0 stays: its bucket too */
 	if (peer->addr_own)
 		free(peer->addr);
 	peer->addr = copy;
 	peer->addr_own = true;
-	peer->addrlen = len;
-	mrl_av_hash_add(av, peer);
+	peer->addrlen = len;	/* rail 0, the index's key, stays */
 	peer->peer_nrails = hdr->nrails;
 	peer->nrails = hdr->nrails < av->nrails ? hdr->nrails : av->nrails;
 	peer->key_hint = NULL;	/* its rails were for the old nrails */
@@ -381,7 +417,7 @@ static struct mrl_peer *mrl_new_peer(struct mrl_av *av, const void *addr,
 
 	*err = -FI_ENOMEM;
 	if (mrl_grow((void **) &av->all, &av->sizeall, av->nall + 1,
-		 sizeof(*av->all)) || mrl_av_hash_reserve(av))
+		 sizeof(*av->all)) || mrl_av_index_reserve(av))
 		return NULL;
 	/* its address in the same allocation, after its rails: one malloc
 	 * less per peer (a full address learned later gets its own) */
@@ -407,8 +443,8 @@ static struct mrl_peer *mrl_new_peer(struct mrl_av *av, const void *addr,
 		mrl_peer_free(peer);
 		return NULL;
 	}
+	mrl_av_index_put(av, mrl_av_hash(peer->addr), av->nall);
 	av->all[av->nall++] = peer;
-	mrl_av_hash_add(av, peer);
 	return peer;
 }
 
@@ -489,12 +525,19 @@ static bool mrl_evictable(const struct mrl_peer *peer)
  */
 static void mrl_evict(struct mrl_av *av, size_t i)
 {
-	struct mrl_peer *peer = av->all[i];
+	struct mrl_peer *peer = av->all[i], *last;
+	size_t end = av->nall - 1;
 
 	mrl_health_forget_peer(peer);
-	mrl_av_hash_del(av, peer);
+	mrl_av_index_take(av, mrl_av_slot_of(av, mrl_av_hash(peer->addr), i));
 	mrl_peer_free(peer);
-	av->all[i] = av->all[--av->nall];
+	if (i != end) {	/* the last peer takes its place */
+		last = av->all[end];
+		av->slots[mrl_av_slot_of(av, mrl_av_hash(last->addr),
+					 end)].pos = (uint32_t) (i + 1);
+		av->all[i] = last;
+	}
+	av->nall = end;
 	av->nlearned--;
 	av->evicted++;
 }
@@ -777,7 +820,7 @@ static void mrl_av_free(struct mrl_av *av)
 		if (av->core[r])
 			fi_close(&av->core[r]->fid);
 	free(av->all);
-	free(av->hash);
+	free(av->slots);
 	free(av->table);
 	free(av->rev0);
 	free(av);
