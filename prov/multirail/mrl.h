@@ -321,17 +321,20 @@ struct mrl_peer_fence {
 					 * peer's first fence */
 };
 
+/* Probing one rail of a peer while it is out of service (mrl_health.c). */
+struct mrl_probe_rail {
+	uint64_t at_ns;			/* when the next probe may go */
+	uint64_t addr, key;		/* where: the peer's latest op */
+	bool read, set;
+	uint8_t shift;			/* back-off doublings */
+	struct mrl_fence req;
+};
+
 /* A peer with a rail out of service (mrl_health.c); NULL while healthy. */
 struct mrl_peer_health {
 	struct mrl_ep *ep;		/* probes, and keeps the counts */
 	uint32_t probing;		/* rails with a probe in flight */
-	uint8_t probe_shift[MRL_MAX_RAILS];	/* back-off doublings */
-	uint64_t probe_at_ns[MRL_MAX_RAILS];
-	struct {
-		uint64_t addr, key;
-		bool read, set;
-	} target[MRL_MAX_RAILS];	/* where a probe goes */
-	struct mrl_fence req[MRL_MAX_RAILS];
+	struct mrl_probe_rail rail[];	/* one per rail of the endpoint */
 };
 
 /* A peer's state on one rail: struct mrl_peer ends with one per AV rail. */

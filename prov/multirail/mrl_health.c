@@ -71,7 +71,9 @@ static struct mrl_peer_health *mrl_health_of(struct mrl_ep *ep,
 					 struct mrl_peer *peer)
 {
 	if (!peer->health) {
-		peer->health = calloc(1, sizeof(*peer->health));
+		peer->health = calloc(1, sizeof(*peer->health) +
+				      (size_t) ep->nrails *
+				      sizeof(peer->health->rail[0]));
 		if (!peer->health)
 			return NULL;
 		peer->health->ep = ep;
@@ -118,7 +120,7 @@ void mrl_health_fail_unreachable(struct mrl_ep *ep)
 
 static uint64_t mrl_backoff_ns(const struct mrl_peer_health *h, int rail)
 {
-	return mrl_ms_ns(mrl_params.probe_ms) << h->probe_shift[rail];
+	return mrl_ms_ns(mrl_params.probe_ms) << h->rail[rail].shift;
 }
 
 /* Take rail out of service for peer; what was there goes elsewhere. */
@@ -140,8 +142,8 @@ static void mrl_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 	owner->rails[rail].downs++;
 	owner->rails[rail].peers_down++;
 	if (h) {
-		h->probe_shift[rail] = 0;
-		h->probe_at_ns[rail] = ep->now_ns + mrl_backoff_ns(h, rail);
+		h->rail[rail].shift = 0;
+		h->rail[rail].at_ns = ep->now_ns + mrl_backoff_ns(h, rail);
 	}
 	mrl_engine_for_each_op(&ep->engine, mrl_narrow_op, &n);
 
@@ -303,10 +305,10 @@ void mrl_health_note_target(struct mrl_peer *peer, int nrails,
 	int r;
 
 	for (r = 0; h && r < nrails; r++) {
-		h->target[r].addr = addr;
-		h->target[r].key = keys[r];
-		h->target[r].read = read;
-		h->target[r].set = true;
+		h->rail[r].addr = addr;
+		h->rail[r].key = keys[r];
+		h->rail[r].read = read;
+		h->rail[r].set = true;
 	}
 }
 
@@ -522,12 +524,12 @@ static void mrl_watch_rail(struct mrl_ep *ep, int rail)
 static void mrl_post_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 {
 	struct mrl_peer_health *h = peer->health;
-	struct mrl_fence *req = &h->req[rail];
+	struct mrl_fence *req = &h->rail[rail].req;
 	ssize_t ret;
 
 	ret = mrl_fence_post_zero(ep, peer, rail, req, MRL_REQ_PROBE,
-				  h->target[rail].addr, h->target[rail].key,
-				  h->target[rail].read);
+				  h->rail[rail].addr, h->rail[rail].key,
+				  h->rail[rail].read);
 	if (ret == -FI_EAGAIN)
 		return;			/* the next tick tries again */
 	if (ret) {
@@ -546,8 +548,8 @@ static void mrl_probe_peer(struct mrl_ep *ep, struct mrl_peer *peer)
 	int r;
 
 	for (r = 0; due && r < ep->nrails; r++) {
-		if ((due & mrl_rail_bit(r)) && h->target[r].set &&
-		    ep->now_ns >= h->probe_at_ns[r])
+		if ((due & mrl_rail_bit(r)) && h->rail[r].set &&
+		    ep->now_ns >= h->rail[r].at_ns)
 			mrl_post_probe(ep, peer, r);
 	}
 }
@@ -561,14 +563,14 @@ void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,
 
 	h->probing &= ~mrl_rail_bit(rail);
 	if (!err) {
-		h->probe_shift[rail] = 0;
+		h->rail[rail].shift = 0;
 		mrl_fence_settled(peer, rail);	/* behind what was held */
 		mrl_rail_up(ep, peer, rail);
 		return;
 	}
-	if (h->probe_shift[rail] < MRL_PROBE_MAX_SHIFT)
-		h->probe_shift[rail]++;
-	h->probe_at_ns[rail] = ep->now_ns + mrl_backoff_ns(h, rail);
+	if (h->rail[rail].shift < MRL_PROBE_MAX_SHIFT)
+		h->rail[rail].shift++;
+	h->rail[rail].at_ns = ep->now_ns + mrl_backoff_ns(h, rail);
 	MRL_DBG(FI_LOG_EP_DATA, "rail %d: probe failed (%s); next in %lu ms\n",
 		rail, fi_strerror(-err),
 		(unsigned long) (mrl_backoff_ns(h, rail) / 1000000));
