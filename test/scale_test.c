@@ -10,13 +10,19 @@
  * Prints, per batch of -b inserts (default 1024), the microseconds of
  * the thread's CPU time per insert (not the wall clock: make check runs
  * tests side by side) and the resident memory per peer so far
- * (/proc/self/statm), then "tail us/insert": the median of the last three
+ * (/proc/self/statm), then "mean us/insert" over all the batches and
+ * "tail us/insert": the median of the last three
  * batches.  -x: fail when that is over this many microseconds (test/scale.sh
  * sets it from the core's own tail: the core's time grows with its AV too,
  * as its hash tables outgrow the caches, so only a ratio to it is a test).
  * -B: each batch is one fi_av_insert of -b addresses.  After the inserts,
  * every peer is looked up (fi_av_lookup) and then removed one at a time
- * (fi_av_remove), each timed: "lookup us/peer", "remove us/peer".
+ * (fi_av_remove), each timed: "lookup us/peer", "remove us/peer"; then
+ * every looked-up address is compared with the one inserted (not timed).
+ * Last, what the timing cannot see: a batch of new peers with the
+ * endpoint's own address in the middle, and a batch that repeats it, then
+ * a striped fi_write to itself through each handle, its bytes checked: a
+ * rail's core entry given to the wrong peer sends it elsewhere.
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS; MRL_TEST_PROV names
  * the provider (default multirail; a core's name measures the core alone,
  * whose address is one sockaddr).
@@ -33,6 +39,8 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_ext_multirail.h>
 
 #include "util.h"
 #include "mrl_proto.h"	/* struct mrl_addr_hdr: rails follow it */
@@ -68,21 +76,33 @@ static void make_peer(uint8_t *out, const uint8_t *self, size_t len,
 	}
 }
 
-/* Every peer looked up, then removed one at a time: CPU us per peer each. */
-static void time_lookup_remove(struct fid_av *av, uint32_t npeers, size_t len)
+/* Every peer looked up, then removed one at a time: CPU us per peer each;
+ * the addresses looked up must be those inserted. */
+static void time_lookup_remove(struct fid_av *av, uint32_t npeers,
+			       const uint8_t *self, size_t len, int ours)
 {
-	uint8_t out[1024];
+	uint8_t *out = malloc((size_t) npeers * len), want[1024];
 	size_t olen;
 	double t0 = cpu_now(), t;
 	uint32_t i;
 
+	if (!out)
+		die("out of memory");
 	for (i = 0; i < npeers; i++) {
-		olen = sizeof(out);
-		if (fi_av_lookup(av, i, out, &olen) || olen != len)
+		olen = len;
+		if (fi_av_lookup(av, i, out + (size_t) i * len, &olen) ||
+		    olen != len)
 			die("fi_av_lookup of peer %u: %zu bytes", i, olen);
 	}
 	t = cpu_now();
 	printf("lookup us/peer %.3f\n", (t - t0) * 1e6 / npeers);
+	for (i = 0; i < npeers; i++) {
+		make_peer(want, self, len, ours, i);
+		if (memcmp(out + (size_t) i * len, want, len))
+			die("fi_av_lookup of peer %u: not the address inserted",
+			    i);
+	}
+	free(out);
 	t0 = cpu_now();
 	for (i = 0; i < npeers; i++) {
 		fi_addr_t fa = i;
@@ -92,6 +112,130 @@ static void time_lookup_remove(struct fid_av *av, uint32_t npeers, size_t len)
 	}
 	t = cpu_now();
 	printf("remove us/peer %.3f\n", (t - t0) * 1e6 / npeers);
+}
+
+static int virt_addr;	/* FI_MR_VIRT_ADDR: target addresses are virtual */
+
+struct self_buf {
+	uint8_t *src, *dst;
+	size_t n;
+	struct fid_mr *smr, *dmr;
+};
+
+/* A striped delivery-complete write to the endpoint itself through handle
+ * fa, its bytes checked when its completion comes (bounded: 10 s). */
+static void write_to_self(struct fid_ep *ep, struct fid_cq *cq,
+			  struct self_buf *b, fi_addr_t fa, uint32_t seed)
+{
+	struct fi_cq_entry e;
+	struct iovec iov = { .iov_base = b->src, .iov_len = b->n };
+	void *desc = fi_mr_desc(b->smr);
+	struct fi_rma_iov rma = {
+		.addr = virt_addr ? (uint64_t) (uintptr_t) b->dst : 0,
+		.len = b->n, .key = fi_mr_key(b->dmr) };
+	struct fi_msg_rma msg = { .msg_iov = &iov, .desc = &desc,
+				  .iov_count = 1, .addr = fa, .rma_iov = &rma,
+				  .rma_iov_count = 1 };
+	double end = now() + 10;
+	size_t i;
+	ssize_t ret;
+
+	srand(seed);
+	for (i = 0; i < b->n; i++)
+		b->src[i] = (uint8_t) rand();
+	memset(b->dst, 0xa5, b->n);
+	do {
+		ret = fi_writemsg(ep, &msg, FI_DELIVERY_COMPLETE |
+				  FI_COMPLETION);
+		if (ret == -FI_EAGAIN)
+			fi_cq_read(cq, &e, 0);
+	} while (ret == -FI_EAGAIN && now() < end);
+	if (ret)
+		die("fi_write to itself through handle %lu: %zd",
+		    (unsigned long) fa, ret);
+	while ((ret = fi_cq_read(cq, &e, 1)) == -FI_EAGAIN && now() < end)
+		;
+	if (ret == -FI_EAVAIL) {
+		struct fi_cq_err_entry err = { 0 };
+
+		fi_cq_readerr(cq, &err, 0);
+		die("fi_write to itself through handle %lu: %s",
+		    (unsigned long) fa, fi_strerror(err.err));
+	}
+	if (ret != 1)
+		die("fi_write to itself through handle %lu: no completion "
+		    "(%zd)", (unsigned long) fa, ret);
+	if (memcmp(b->src, b->dst, b->n))
+		die("fi_write to itself through handle %lu: bytes wrong",
+		    (unsigned long) fa);
+}
+
+/* A rail whose core entry named another peer would have failed its chunk
+ * over to the other rails, unseen by the bytes: every rail must be clean. */
+static void check_no_rail_errors(struct fid_ep *ep)
+{
+	struct fi_multirail_ep_ops *ops;
+	struct fi_multirail_rail_stats st;
+	int r, n;
+
+	CHK(fi_open_ops(&ep->fid, FI_MULTIRAIL_EP_OPS, 0, (void **) &ops,
+			NULL));
+	n = ops->rail_count(ep);
+	for (r = 0; r < n; r++) {
+		CHK(ops->rail_stats(ep, r, &st));
+		if (st.errors || st.downs || !st.tx_bytes)
+			die("rail %d: %lu errors, %lu times out of service, %lu "
+			    "bytes sent", r, (unsigned long) st.errors,
+			    (unsigned long) st.downs,
+			    (unsigned long) st.tx_bytes);
+	}
+}
+
+/* Batches mixing new peers and the endpoint itself reach it: writes
+ * through its handles, striped once the keys of every rail are known. */
+static void check_batches(struct fid_domain *domain, struct fid_ep *ep,
+			  struct fid_cq *cq, struct fid_av *av,
+			  const uint8_t *self, size_t len, int ours,
+			  uint32_t next)
+{
+	struct self_buf b = { .n = 1 << 20 };
+	uint8_t batch[5 * 1024];
+	fi_addr_t fa[5];
+	int i;
+
+	if (len > 1024)
+		die("address of %zu bytes", len);
+	b.src = malloc(b.n);
+	b.dst = malloc(b.n);
+	if (!b.src || !b.dst)
+		die("out of memory");
+	CHK(fi_mr_reg(domain, b.src, b.n, FI_WRITE, 0, 1, 0, &b.smr, NULL));
+	CHK(fi_mr_reg(domain, b.dst, b.n, FI_REMOTE_WRITE, 0, 2, 0, &b.dmr,
+		      NULL));
+	/* new, new, itself, new, new: one call per rail's core */
+	make_peer(batch, self, len, ours, next);
+	make_peer(batch + len, self, len, ours, next + 1);
+	memcpy(batch + 2 * len, self, len);
+	make_peer(batch + 3 * len, self, len, ours, next + 2);
+	make_peer(batch + 4 * len, self, len, ours, next + 3);
+	if (fi_av_insert(av, batch, 5, fa, 0, NULL) != 5)
+		die("fi_av_insert of a batch with itself");
+	for (i = 0; i < 4; i++)		/* the first learns the keys */
+		write_to_self(ep, cq, &b, fa[2], (uint32_t) i + 1);
+	/* itself again and a new peer twice: one at a time */
+	memcpy(batch, self, len);
+	make_peer(batch + len, self, len, ours, next + 4);
+	make_peer(batch + 2 * len, self, len, ours, next + 4);
+	if (fi_av_insert(av, batch, 3, fa, 0, NULL) != 3)
+		die("fi_av_insert of a batch repeating addresses");
+	write_to_self(ep, cq, &b, fa[0], 9);
+	if (ours)
+		check_no_rail_errors(ep);
+	fi_close(&b.smr->fid);
+	fi_close(&b.dmr->fid);
+	free(b.src);
+	free(b.dst);
+	printf("batches with the endpoint itself: writes to it checked\n");
 }
 
 int main(int argc, char **argv)
@@ -136,6 +280,7 @@ int main(int argc, char **argv)
 				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	hints->fabric_attr->prov_name = strdup(prov);
 	CHK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+	virt_addr = !!(info->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
 	CHK(fi_fabric(info->fabric_attr, &fabric, NULL));
 	CHK(fi_domain(fabric, info, &domain, NULL));
 	CHK(fi_av_open(domain, &av_attr, &av, NULL));
@@ -188,9 +333,13 @@ int main(int argc, char **argv)
 			per[nb++] = per_us;
 		t0 = cpu_now();
 	}
-	time_lookup_remove(av, npeers, len);
+	time_lookup_remove(av, npeers, self, len, ours);
+	check_batches(domain, ep, cq, av, self, len, ours, npeers);
 	free(many);
 	free(fas);
+	for (i = 0, t = 0; i < (uint32_t) nb; i++)
+		t += per[i];
+	printf("mean us/insert %.2f\n", t / nb);
 	per_us = median3(per + nb - 3);
 	printf("tail us/insert %.2f\n", per_us);
 	if (limit_us > 0 && per_us > limit_us)

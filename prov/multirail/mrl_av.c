@@ -289,15 +289,15 @@ static void mrl_av_index_take(struct mrl_av *av, size_t s)
 	av->slots[s].pos = 0;
 }
 
-/* Room for one more peer at a load of at most 3/4. */
-static int mrl_av_index_reserve(struct mrl_av *av)
+/* Room for more peers at a load of at most 3/4. */
+static int mrl_av_index_reserve(struct mrl_av *av, size_t more)
 {
 	struct mrl_av_slot *old = av->slots;
 	size_t nold = av->nslots, n = nold ? nold : 64, i;
 
-	if (4 * (av->nall + 1) <= 3 * nold)
+	if (4 * (av->nall + more) <= 3 * nold)
 		return 0;
-	while (4 * (av->nall + 1) > 3 * n)
+	while (4 * (av->nall + more) > 3 * n)
 		n *= 2;
 	if (n > UINT32_MAX)
 		return -FI_ENOMEM;
@@ -408,17 +408,15 @@ static int mrl_adopt_inserted(struct mrl_av *av, struct mrl_peer *peer,
 	return mrl_take_full_addr(av, peer, addr, len);
 }
 
-static struct mrl_peer *mrl_new_peer(struct mrl_av *av, const void *addr,
-				 size_t len, bool learned, int *err)
+/* A peer for addr, in no core AV yet; room in av->all and the index is
+ * the caller's to make. */
+static struct mrl_peer *mrl_alloc_peer(struct mrl_av *av, const void *addr,
+				   size_t len, bool learned)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 	struct mrl_peer *peer;
 	int r;
 
-	*err = -FI_ENOMEM;
-	if (mrl_grow((void **) &av->all, &av->sizeall, av->nall + 1,
-		 sizeof(*av->all)) || mrl_av_index_reserve(av))
-		return NULL;
 	/* its address in the same allocation, after its rails: one malloc
 	 * less per peer (a full address learned later gets its own) */
 	peer = calloc(1, sizeof(*peer) + (size_t) av->nrails *
@@ -436,15 +434,48 @@ static struct mrl_peer *mrl_new_peer(struct mrl_av *av, const void *addr,
 	for (r = 0; r < av->nrails; r++)
 		peer->rail[r].core_addr = FI_ADDR_NOTAVAIL;
 	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
+	return peer;
+}
+
+static void mrl_av_add_peer(struct mrl_av *av, struct mrl_peer *peer)
+{
+	mrl_av_index_put(av, mrl_av_hash(peer->addr), av->nall);
+	av->all[av->nall++] = peer;
+}
+
+/* Peers av->all[keep..] go: in the index, and nowhere else yet. */
+static void mrl_av_drop_peers(struct mrl_av *av, size_t keep)
+{
+	struct mrl_peer *peer;
+
+	while (av->nall > keep) {
+		peer = av->all[av->nall - 1];
+		mrl_av_index_take(av, mrl_av_slot_of(av, mrl_av_hash(peer->addr),
+						     av->nall - 1));
+		mrl_peer_free(peer);
+		av->nall--;
+	}
+}
+
+static struct mrl_peer *mrl_new_peer(struct mrl_av *av, const void *addr,
+				 size_t len, bool learned, int *err)
+{
+	struct mrl_peer *peer;
+
+	*err = -FI_ENOMEM;
+	if (mrl_grow((void **) &av->all, &av->sizeall, av->nall + 1,
+		 sizeof(*av->all)) || mrl_av_index_reserve(av, 1))
+		return NULL;
+	peer = mrl_alloc_peer(av, addr, len, learned);
+	if (!peer)
+		return NULL;
 	*err = mrl_av_insert_core(av, peer, 0);
-	if (!*err)
-		mrl_insert_ctrl(av, peer);
 	if (*err) {
 		mrl_peer_free(peer);
 		return NULL;
 	}
-	mrl_av_index_put(av, mrl_av_hash(peer->addr), av->nall);
-	av->all[av->nall++] = peer;
+	mrl_insert_ctrl(av, peer);
+	mrl_av_add_peer(av, peer);
 	return peer;
 }
 
@@ -631,22 +662,12 @@ static void mrl_adopt_learned(struct mrl_av *av, struct mrl_peer *peer)
 	}
 }
 
-static int mrl_insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
+/* The user's handle for peer: the next in the table. */
+static int mrl_publish(struct mrl_av *av, struct mrl_peer *peer,
+		       fi_addr_t *out)
 {
-	size_t len = mrl_addr_len(addr);
-	struct mrl_peer *peer;
 	int ret;
 
-	peer = mrl_find_peer(av, addr);
-	if (peer) {
-		ret = mrl_adopt_inserted(av, peer, addr, len);
-		if (ret)
-			return ret;
-	} else {
-		peer = mrl_new_peer(av, addr, len, false, &ret);
-		if (!peer)
-			return ret;
-	}
 	ret = mrl_grow((void **) &av->table, &av->size, av->count + 1,
 		   sizeof(*av->table));
 	if (ret)
@@ -666,6 +687,122 @@ static int mrl_insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 	if (peer->partial)
 		av->hello_due = true;
 	return 0;
+}
+
+static int mrl_insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
+{
+	size_t len = mrl_addr_len(addr);
+	struct mrl_peer *peer;
+	int ret;
+
+	peer = mrl_find_peer(av, addr);
+	if (peer) {
+		ret = mrl_adopt_inserted(av, peer, addr, len);
+		if (ret)
+			return ret;
+	} else {
+		peer = mrl_new_peer(av, addr, len, false, &ret);
+		if (!peer)
+			return ret;
+	}
+	return mrl_publish(av, peer, out);
+}
+
+/*
+ * Rail r of the new peers av->all[first..] into its core AV with one
+ * fi_av_insert, as a program inserting many peers expects of the core;
+ * false, and none of them there, if the core took fewer.
+ */
+static bool mrl_insert_rail_batch(struct mrl_av *av, size_t first, int r,
+				  uint8_t *buf, fi_addr_t *out)
+{
+	size_t alen = ((struct mrl_addr_hdr *) av->all[first]->addr)->rail_addrlen;
+	size_t i, n = 0;
+	int ret;
+
+	for (i = first; i < av->nall; i++) {
+		if (av->all[i]->nrails > r)
+			memcpy(buf + n++ * alen,
+			       mrl_addr_rail(av->all[i]->addr, r), alen);
+	}
+	if (!n)
+		return true;
+	for (i = 0; i < n; i++)
+		out[i] = FI_ADDR_NOTAVAIL;	/* what the core fills in */
+	ret = fi_av_insert(av->core[r], buf, n, out, 0, NULL);
+	for (i = first, n = 0; i < av->nall; i++) {
+		if (av->all[i]->nrails > r)
+			av->all[i]->rail[r].core_addr = out[n++];
+	}
+	if (ret == (int) n)
+		return true;
+	for (i = first; i < av->nall; i++)
+		mrl_remove_core(av, av->all[i], r, r + 1);
+	return false;
+}
+
+/*
+ * count addresses of peers new to the AV, all distinct and of one rail
+ * address length: each rail's core inserts them in one call.  -FI_EAGAIN
+ * (nothing inserted) where that does not hold or a core refused: the
+ * caller inserts them one at a time, which says which one failed.
+ */
+static int mrl_insert_batch(struct mrl_av *av, const char *p, size_t count,
+			    fi_addr_t *fi_addr)
+{
+	size_t first = av->nall, alen = 0, i, off;
+	uint8_t expanded[EXPANDED_MAX], *buf = NULL;
+	fi_addr_t *out = NULL, dummy;
+	const void *a;
+	struct mrl_peer *peer;
+	int r, ret = -FI_EAGAIN;
+
+	if (mrl_grow((void **) &av->all, &av->sizeall, av->nall + count,
+		 sizeof(*av->all)) || mrl_av_index_reserve(av, count) ||
+	    mrl_grow((void **) &av->table, &av->size, av->count + count,
+		 sizeof(*av->table)))
+		return -FI_EAGAIN;
+	for (i = 0, off = 0; i < count; i++, off += mrl_addr_len(p + off)) {
+		a = mrl_kept_form(p + off, expanded);
+		if (!i)
+			alen = ((const struct mrl_addr_hdr *) a)->rail_addrlen;
+		if (((const struct mrl_addr_hdr *) a)->rail_addrlen != alen ||
+		    mrl_find_peer(av, a))
+			goto undo;
+		peer = mrl_alloc_peer(av, a, mrl_addr_len(a), false);
+		if (!peer)
+			goto undo;
+		mrl_av_add_peer(av, peer);
+	}
+	buf = malloc(count * alen);
+	out = malloc(count * sizeof(*out));
+	if (!buf || !out)
+		goto undo;
+	for (r = 0; r < av->nrails; r++) {
+		if (!mrl_insert_rail_batch(av, first, r, buf, out)) {
+			while (r--)
+				for (i = first; i < av->nall; i++)
+					mrl_remove_core(av, av->all[i], r, r + 1);
+			goto undo;
+		}
+	}
+	for (i = 0; i < count; i++) {
+		peer = av->all[first + i];
+		mrl_insert_ctrl(av, peer);
+		/* only the reverse map's growth can fail here; the peers
+		 * left stay hidden, as removed ones do */
+		ret = mrl_publish(av, peer, fi_addr ? &fi_addr[i] : &dummy);
+		if (ret)
+			break;
+	}
+	free(buf);
+	free(out);
+	return ret ? ret : (int) count;
+undo:
+	mrl_av_drop_peers(av, first);
+	free(buf);
+	free(out);
+	return -FI_EAGAIN;
 }
 
 static int mrl_av_insert(struct fid_av *av_fid, const void *addr,
@@ -692,6 +829,14 @@ static int mrl_av_insert(struct fid_av *av_fid, const void *addr,
 		off += mrl_addr_len(p + off);
 	}
 	mrl_lock(av->domain);
+	if (count > 1) {
+		ret = mrl_insert_batch(av, p, count, fi_addr);
+		if (ret != -FI_EAGAIN) {
+			mrl_unlock(av->domain);
+			return ret;
+		}
+		ret = 0;
+	}
 	for (i = 0, off = 0; i < count; i++) {
 		ret = mrl_insert_one(av, mrl_kept_form(p + off, expanded),
 				 fi_addr ? &fi_addr[i] : &dummy);
