@@ -268,14 +268,20 @@ struct mrl_key_entry {
 	int asked_rail;			/* PENDING: the rail it is due on */
 	bool unsent;			/* PENDING: no buffer took it yet */
 	int nrails;
-	uint64_t keys[MRL_MAX_RAILS];
 	uint32_t near_mask;		/* target's rails nearest it; 0: any */
 	uint32_t nonce;			/* PENDING: the answer must echo it */
 	struct mrl_key_entry *next;
+	uint64_t keys[];		/* one per rail of the endpoint */
 };
 enum { MRL_KEY_PENDING = 1, MRL_KEY_VALID, MRL_KEY_INVALID };
 
-#define MRL_KEY_BUCKETS	64
+/* A peer's keys by a hash of ours (mrl_ctrl.c): its buckets double as
+ * they fill, as a client may write to thousands of a server's keys. */
+struct mrl_key_table {
+	uint32_t nbuckets;		/* a power of two */
+	uint32_t count;
+	struct mrl_key_entry *bucket[];
+};
 
 /* A zero-byte delivery-complete write that flushes one rail (mrl_fence.c). */
 struct mrl_fence {
@@ -372,8 +378,7 @@ struct mrl_peer {
 					 * message (the least recent goes) */
 	fi_addr_t fi_addr;		/* user's handle, when visible */
 	fi_addr_t ctrl_addr;		/* its control endpoint (rail 0's AV) */
-	struct mrl_key_entry **keys;	/* MRL_KEY_BUCKETS buckets, with the
-					 * first key asked for */
+	struct mrl_key_table *keys;	/* with the first key asked for */
 	/* the entry the last small op used: programs write to one target
 	 * key again and again (entries live as long as the peer), and the
 	 * rails chosen for it from a buffer near hint_local.  A valid entry

@@ -43,10 +43,10 @@ static struct mrl_av *mrl_to_av(struct fid_av *av)
 void mrl_peer_free(struct mrl_peer *peer)
 {
 	struct mrl_key_entry *e, *next;
-	int b;
+	uint32_t b;
 
-	for (b = 0; peer->keys && b < MRL_KEY_BUCKETS; b++) {
-		for (e = peer->keys[b]; e; e = next) {
+	for (b = 0; peer->keys && b < peer->keys->nbuckets; b++) {
+		for (e = peer->keys->bucket[b]; e; e = next) {
 			next = e->next;
 			free(e);
 		}

@@ -1120,11 +1120,43 @@ void mrl_ctrl_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
 	}
 }
 
-/* The peer's key buckets come with its first key: most peers have none. */
-static struct mrl_key_entry **mrl_bucket(struct mrl_peer *peer, uint64_t key)
+static struct mrl_key_entry **mrl_bucket(struct mrl_key_table *t,
+					 uint64_t key)
 {
-	return &peer->keys[(key ^ (key >> 17) ^ (key >> 35)) %
-			   MRL_KEY_BUCKETS];
+	uint64_t h = key * 0x9e3779b97f4a7c15ull;	/* keys may be
+							 * addresses */
+
+	return &t->bucket[(h ^ (h >> 32)) & (t->nbuckets - 1)];
+}
+
+/*
+ * Room for one more key at two a bucket on average.  The table comes with
+ * the peer's first key (most peers have none) and doubles from 4 buckets.
+ */
+static int mrl_key_room(struct mrl_peer *peer)
+{
+	struct mrl_key_table *old = peer->keys, *t;
+	uint32_t n = old ? 2 * old->nbuckets : 4, i;
+	struct mrl_key_entry *e, *next, **b;
+
+	if (old && old->count + 1 <= 2 * old->nbuckets)
+		return 0;
+	t = calloc(1, sizeof(*t) + n * sizeof(t->bucket[0]));
+	if (!t)
+		return -FI_ENOMEM;
+	t->nbuckets = n;
+	t->count = old ? old->count : 0;
+	for (i = 0; old && i < old->nbuckets; i++) {
+		for (e = old->bucket[i]; e; e = next) {
+			next = e->next;
+			b = mrl_bucket(t, e->key);
+			e->next = *b;
+			*b = e;
+		}
+	}
+	free(old);
+	peer->keys = t;
+	return 0;
 }
 
 static struct mrl_key_entry *mrl_find_key(struct mrl_peer *peer, uint64_t key)
@@ -1133,7 +1165,7 @@ static struct mrl_key_entry *mrl_find_key(struct mrl_peer *peer, uint64_t key)
 
 	if (!peer->keys)
 		return NULL;
-	for (e = *mrl_bucket(peer, key); e; e = e->next)
+	for (e = *mrl_bucket(peer->keys, key); e; e = e->next)
 		if (e->key == key)
 			return e;
 	return NULL;
@@ -1213,20 +1245,18 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 		mrl_ctrl_hello(ep, peer);
 		return NULL;
 	}
-	if (!peer->keys) {
-		peer->keys = calloc(MRL_KEY_BUCKETS, sizeof(*peer->keys));
-		if (!peer->keys)
-			return NULL;
-	}
-	e = calloc(1, sizeof(*e));
+	if (mrl_key_room(peer))
+		return NULL;
+	e = calloc(1, sizeof(*e) + (size_t) ep->nrails * sizeof(e->keys[0]));
 	if (!e)
 		return NULL;
 	e->nonce = mrl_new_nonce(ep);
 	e->key = key;
 	e->state = MRL_KEY_PENDING;
-	b = mrl_bucket(peer, key);
+	b = mrl_bucket(peer->keys, key);
 	e->next = *b;
 	*b = e;
+	peer->keys->count++;
 	mrl_ask(ep, peer, e);
 	return e;
 }
@@ -1259,7 +1289,8 @@ static void mrl_answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t ke
 }
 
 /* The keys learned, or NULL. */
-static const struct mrl_key_entry *mrl_take_keys(struct mrl_peer *peer,
+static const struct mrl_key_entry *mrl_take_keys(struct mrl_ep *ep,
+					     struct mrl_peer *peer,
 					     const struct mrl_ctrl_msg *msg)
 {
 	struct mrl_key_entry *e = mrl_find_key(peer, msg->key);
@@ -1278,7 +1309,8 @@ static const struct mrl_key_entry *mrl_take_keys(struct mrl_peer *peer,
 		return NULL;
 	}
 	e->near_mask = msg->near_mask;
-	e->nrails = n < MRL_MAX_RAILS ? n : MRL_MAX_RAILS;
+	e->nrails = n < ep->nrails ? n : ep->nrails;	/* the rest we
+							 * cannot reach */
 	for (r = 0; r < e->nrails; r++)
 		memcpy(&e->keys[r], p + r * sizeof(uint64_t), sizeof(uint64_t));
 	e->state = MRL_KEY_VALID;
@@ -1376,7 +1408,7 @@ static void mrl_handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		mrl_answer_key(ep, peer, msg->key, msg->nonce, from->rail);
 		break;
 	case MRL_CTRL_KEY_RESP:
-		learned->keys = mrl_take_keys(peer, msg);
+		learned->keys = mrl_take_keys(ep, peer, msg);
 		break;
 	case MRL_CTRL_RAIL_UP:
 		if (from->rail) {
