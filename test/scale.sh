@@ -11,7 +11,8 @@
 # of 1024 (each rail's core gets one insert per batch).  scale_test also
 # checks every address looked up, and writes to the endpoint itself through
 # handles from two batches (one of new peers, one repeating addresses),
-# every rail carrying bytes without an error.
+# every rail carrying bytes without an error.  Last, test/keys_test: writes
+# to 10000 keys of one peer, the keys asked once.
 export FI_PROVIDER_PATH="$(pwd)/.libs"
 unset FI_PROVIDER FI_MULTIRAIL_RAILS
 ratio=${MRL_SCALE_RATIO:-4}
@@ -40,4 +41,7 @@ for rails in lo lo,lo,lo,lo lo,lo,lo,lo/B; do
 	FI_MULTIRAIL_RAILS=$rails timeout 300 ./test/scale_test -n 16384 \
 		$batched -x "$limit" || rc=1
 done
+# an initiator's cache of 10000 keys of one peer (test/keys_test.c)
+echo "== 10000 keys of one peer, FI_MULTIRAIL_RAILS=lo,lo,lo,lo"
+FI_MULTIRAIL_RAILS=lo,lo,lo,lo timeout 300 ./test/keys_test || rc=1
 exit $rc
