@@ -215,7 +215,7 @@ static ssize_t mrl_read_progress(struct mrl_cq *cq, char *buf, size_t count,
  * read, then what progress finds.  With buf filled from the ring,
  * progress waits for the next read; a read of no entries only progresses.
  */
-static ssize_t __attribute__((noinline)) mrl_read_any(struct mrl_cq *cq,
+static ssize_t mrl_read_any(struct mrl_cq *cq,
 						  void *buf, size_t count,
 						  fi_addr_t *src_addr)
 {
@@ -239,7 +239,7 @@ static ssize_t __attribute__((noinline)) mrl_read_any(struct mrl_cq *cq,
  * progresses in one, and where a poll that leaves the endpoint quiet
  * grants a lease (struct mrl_lease).
  */
-static ssize_t __attribute__((noinline))
+static ssize_t
 mrl_read_lean(struct mrl_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
 {
 	if (!cq->lean_ep || cq->head != cq->tail ||
@@ -254,16 +254,6 @@ mrl_read_lean(struct mrl_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
  * it found, if anything, handed to progress with the reader's buffer.
  * Nothing of the reader's needs to outlive the core's call but cq.
  */
-/*
- * GCC 12 would pair the lease's stores through a vector register and a
- * stack slot: more instructions than two stores, on every empty poll.
- */
-#if defined(__GNUC__) && !defined(__clang__)
-#define MRL_NO_SLP __attribute__((optimize("no-tree-slp-vectorize")))
-#else
-#define MRL_NO_SLP
-#endif
-
 static inline __attribute__((always_inline))
 ssize_t mrl_read_leased(struct fid_cq *cq_fid, void *buf, size_t count,
 		    fi_addr_t *src_addr, bool from)
@@ -284,18 +274,17 @@ ssize_t mrl_read_leased(struct fid_cq *cq_fid, void *buf, size_t count,
 	if (__builtin_expect(n != -FI_EAGAIN, 0))
 		return from ? mrl_lease_found_from(cq, n) :
 			      mrl_lease_found(cq, n);
-	__asm__("" : "+r" (n));	/* n, not the constant: in place already */
 	return n;
 }
 
-static MRL_NO_SLP ssize_t
+static ssize_t
 mrl_cq_readfrom(struct fid_cq *cq, void *buf, size_t count,
 		fi_addr_t *src_addr)
 {
 	return mrl_read_leased(cq, buf, count, src_addr, true);
 }
 
-static MRL_NO_SLP ssize_t
+static ssize_t
 mrl_cq_read(struct fid_cq *cq, void *buf, size_t count)
 {
 	return mrl_read_leased(cq, buf, count, NULL, false);

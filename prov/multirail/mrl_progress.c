@@ -79,7 +79,7 @@ static fi_addr_t mrl_user_src(struct mrl_ep *ep, int rail, fi_addr_t core_src)
 }
 
 /* Every completion but a chunk's: messages, control, fences, probes. */
-static void __attribute__((noinline))
+static void
 mrl_dispatch_side(struct mrl_ep *ep, int rail, struct mrl_req_hdr *hdr,
 	      const struct fi_cq_tagged_entry *e, fi_addr_t core_src, int err,
 	      const struct fi_cq_err_entry *err_entry)
@@ -437,7 +437,7 @@ static inline uint32_t mrl_idle_rail(struct mrl_ep *ep)
 }
 
 /* mrl_rails_due after an inject, or while rails connect: off the empty poll. */
-static uint32_t __attribute__((noinline))
+static uint32_t
 mrl_rails_due_rare(struct mrl_ep *ep, uint32_t due)
 {
 	if (ep->ctrl_backlog)		/* rails still connecting */
@@ -546,7 +546,7 @@ static void mrl_read_due(struct mrl_ep *ep, uint32_t due,
  * A first batch (n, or -FI_EAGAIN after an error entry) read from the one
  * rail due: handed on, and the rail read on while it gives full batches.
  */
-static void __attribute__((noinline))
+static void
 mrl_rail_batches(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 	     fi_addr_t *src, ssize_t n)
 {
@@ -567,7 +567,7 @@ static inline bool mrl_rest_due(const struct mrl_ep *ep)
 }
 
 /* What progress does less often than every call: see mrl_progress_end. */
-static void __attribute__((noinline)) mrl_progress_rest(struct mrl_ep *ep)
+static void mrl_progress_rest(struct mrl_ep *ep)
 {
 	if (ep->health_left <= 0)
 		mrl_health_tick(ep);

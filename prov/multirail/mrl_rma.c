@@ -1076,7 +1076,7 @@ static void mrl_one_rma_init(struct one_rma *o, enum mrl_op_kind kind, void *buf
  * The fast path recorded op (its request still the free list's first) and
  * went no further: the general way takes it from the record.
  */
-static ssize_t __attribute__((noinline))
+static ssize_t
 mrl_recorded_general(struct mrl_ep *ep, struct mrl_op *op)
 {
 	struct one_rma o;
@@ -1092,7 +1092,7 @@ mrl_recorded_general(struct mrl_ep *ep, struct mrl_op *op)
  * the general way keeps applies): all it took goes back, and the op, as
  * the fast path recorded it, goes the general way.
  */
-static ssize_t __attribute__((noinline))
+static ssize_t
 mrl_whole_general(struct mrl_ep *ep, struct mrl_chunk *chunk)
 {
 	struct mrl_op *op = chunk->op;
@@ -1108,7 +1108,7 @@ mrl_whole_general(struct mrl_ep *ep, struct mrl_chunk *chunk)
  * rail's streak (mrl_health_refused; the general way's retry may add
  * another), and the general way takes the op.
  */
-static ssize_t __attribute__((noinline))
+static ssize_t
 mrl_whole_refused(struct mrl_ep *ep, struct mrl_chunk *chunk, ssize_t ret)
 {
 	if (ret == -FI_EAGAIN)
@@ -1121,7 +1121,7 @@ mrl_whole_refused(struct mrl_ep *ep, struct mrl_chunk *chunk, ssize_t ret)
  * Its arguments one by one: a struct built for it would be built on every
  * call, the fast path's too.
  */
-static ssize_t __attribute__((noinline))
+static ssize_t
 mrl_one_submit(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 	   void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
 	   void *context, uint64_t data, uint64_t flags)
@@ -1240,7 +1240,7 @@ static ssize_t mrl_rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *
  * mrl_rma_one under the domain's lock (FI_THREAD_SAFE and the like), or after
  * a quiet poll's lease (struct mrl_lease), which ends here.
  */
-static ssize_t __attribute__((noinline))
+static ssize_t
 mrl_one_locked(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 	   void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
 	   void *context, uint64_t data, uint64_t flags)
@@ -1281,7 +1281,7 @@ ssize_t mrl_rma_one(struct fid_ep *ep_fid, const struct one_args *a)
  * Out of line and its caller's last call, so that no argument of the
  * fast path must outlive a call.  Domain locked.
  */
-static ssize_t __attribute__((noinline))
+static ssize_t
 mrl_one_rekey(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
 	  void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
 	  void *context, uint64_t data, uint64_t flags)
