@@ -431,8 +431,10 @@ struct mrl_av {
 	} *slots;			/* every peer by its rail-0 address
 					 * (mrl_av.c): O(1) to find */
 	size_t nslots;			/* a power of two */
-	fi_addr_t *rev0;		/* rail-0 core fi_addr -> user fi_addr */
-	size_t nrev0;
+	struct mrl_peer **by_core0;	/* rail 0's core fi_addr -> peer (its
+					 * own entry and its control
+					 * endpoint's) */
+	size_t nby_core0;
 	struct mrl_ep *ep;		/* bound endpoint, for handshakes */
 	int nbound;			/* endpoints bound: close is -FI_EBUSY */
 	bool hello_due;			/* a partial peer awaits its HELLO */

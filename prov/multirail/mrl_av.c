@@ -77,21 +77,29 @@ static int mrl_grow(void **arr, size_t *size, size_t need, size_t elem)
 	return 0;
 }
 
-static int mrl_set_rev0(struct mrl_av *av, fi_addr_t core0, fi_addr_t user)
+/*
+ * Entry a of rail 0's core AV (the peer's own or its control endpoint's)
+ * is peer's: the core names a message's sender by it, and every control
+ * message's claim is checked against it (mrl_av_claim_from).
+ */
+static int mrl_av_own_core0(struct mrl_av *av, fi_addr_t a,
+			    struct mrl_peer *peer)
 {
-	size_t old = av->nrev0, i;
-	int ret;
-
-	if (core0 == FI_ADDR_NOTAVAIL)
+	if (a == FI_ADDR_NOTAVAIL)
 		return 0;
-	ret = mrl_grow((void **) &av->rev0, &av->nrev0, core0 + 1,
-		   sizeof(*av->rev0));
-	if (ret)
-		return ret;
-	for (i = old; i < av->nrev0; i++)
-		av->rev0[i] = FI_ADDR_NOTAVAIL;
-	av->rev0[core0] = user;
+	if (mrl_grow((void **) &av->by_core0, &av->nby_core0, a + 1,
+		 sizeof(*av->by_core0)))
+		return -FI_ENOMEM;
+	av->by_core0[a] = peer;
 	return 0;
+}
+
+static void mrl_av_drop_core0(struct mrl_av *av, fi_addr_t a,
+			      const struct mrl_peer *peer)
+{
+	if (a != FI_ADDR_NOTAVAIL && a < av->nby_core0 &&
+	    av->by_core0[a] == peer)
+		av->by_core0[a] = NULL;
 }
 
 /*
@@ -167,6 +175,8 @@ static void mrl_remove_core(struct mrl_av *av, struct mrl_peer *peer, int from,
 	int r;
 
 	for (r = from; r < to; r++) {
+		if (!r)
+			mrl_av_drop_core0(av, peer->rail[0].core_addr, peer);
 		if (peer->rail[r].core_addr != FI_ADDR_NOTAVAIL)
 			fi_av_remove(av->core[r], &peer->rail[r].core_addr, 1, 0);
 		peer->rail[r].core_addr = FI_ADDR_NOTAVAIL;
@@ -187,11 +197,13 @@ int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from)
 			continue;
 		ret = fi_av_insert(av->core[r], mrl_addr_rail(peer->addr, r), 1,
 				   &peer->rail[r].core_addr, 0, NULL);
+		if (ret == 1 && !r &&
+		    mrl_av_own_core0(av, peer->rail[0].core_addr, peer))
+			ret = -FI_ENOMEM;
 		if (ret != 1) {
 			MRL_WARN(FI_LOG_AV, "rail %d: core fi_av_insert: %d\n",
 				 r, ret);
-			peer->rail[r].core_addr = FI_ADDR_NOTAVAIL;
-			mrl_remove_core(av, peer, from, r);
+			mrl_remove_core(av, peer, from, r + 1);
 			return ret < 0 ? ret : -FI_EINVAL;
 		}
 	}
@@ -212,10 +224,12 @@ static void mrl_insert_ctrl(struct mrl_av *av, struct mrl_peer *peer)
 	    peer->ctrl_addr != FI_ADDR_NOTAVAIL)
 		return;
 	ret = fi_av_insert(av->core[0], ctrl, 1, &peer->ctrl_addr, 0, NULL);
-	if (ret == 1)
+	if (ret == 1 && !mrl_av_own_core0(av, peer->ctrl_addr, peer))
 		return;
 	MRL_WARN(FI_LOG_AV, "a peer's control endpoint: core fi_av_insert: "
 		 "%d; ops to it stay on rail 0\n", ret);
+	if (ret == 1)
+		fi_av_remove(av->core[0], &peer->ctrl_addr, 1, 0);
 	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
 }
 
@@ -401,6 +415,7 @@ static int mrl_adopt_inserted(struct mrl_av *av, struct mrl_peer *peer,
 		 "address than the one inserted for it: the inserted one is "
 		 "used\n");
 	mrl_remove_core(av, peer, 1, peer->nrails);
+	mrl_av_drop_core0(av, peer->ctrl_addr, peer);
 	if (peer->ctrl_addr != FI_ADDR_NOTAVAIL)
 		fi_av_remove(av->core[0], &peer->ctrl_addr, 1, 0);
 	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
@@ -496,16 +511,10 @@ static bool mrl_may_complete(const struct mrl_av *av, const struct mrl_peer *pee
 	return peer->hello_nonce && from->ack_nonce == peer->hello_nonce;
 }
 
+/* The peer whose entry in rail 0's core AV core0 is, or NULL. */
 static struct mrl_peer *mrl_peer_at(const struct mrl_av *av, fi_addr_t core0)
 {
-	size_t i;
-
-	for (i = 0; i < av->nall; i++) {
-		if (av->all[i]->rail[0].core_addr == core0 ||
-		    av->all[i]->ctrl_addr == core0)
-			return av->all[i];
-	}
-	return NULL;
+	return core0 < av->nby_core0 ? av->by_core0[core0] : NULL;
 }
 
 /*
@@ -561,6 +570,8 @@ static void mrl_evict(struct mrl_av *av, size_t i)
 
 	mrl_health_forget_peer(peer);
 	mrl_av_index_take(av, mrl_av_slot_of(av, mrl_av_hash(peer->addr), i));
+	mrl_av_drop_core0(av, peer->rail[0].core_addr, peer);
+	mrl_av_drop_core0(av, peer->ctrl_addr, peer);
 	mrl_peer_free(peer);
 	if (i != end) {	/* the last peer takes its place */
 		last = av->all[end];
@@ -673,9 +684,6 @@ static int mrl_publish(struct mrl_av *av, struct mrl_peer *peer,
 	if (ret)
 		return ret;
 	if (!peer->visible) {
-		ret = mrl_set_rev0(av, peer->rail[0].core_addr, av->count);
-		if (ret)
-			return ret;
 		if (peer->learned)
 			mrl_adopt_learned(av, peer);
 		peer->visible = true;
@@ -733,6 +741,9 @@ static bool mrl_insert_rail_batch(struct mrl_av *av, size_t first, int r,
 	for (i = first, n = 0; i < av->nall; i++) {
 		if (av->all[i]->nrails > r)
 			av->all[i]->rail[r].core_addr = out[n++];
+		if (!r && mrl_av_own_core0(av, av->all[i]->rail[0].core_addr,
+					   av->all[i]))
+			ret = -FI_ENOMEM;
 	}
 	if (ret == (int) n)
 		return true;
@@ -862,13 +873,8 @@ static int mrl_av_insertsvc(struct fid_av *av, const char *node,
  * chunks or control messages may still be in flight, and a later insert
  * of the same address gives it a new handle.
  */
-static void mrl_unpublish(struct mrl_av *av, struct mrl_peer *peer)
+static void mrl_unpublish(struct mrl_peer *peer)
 {
-	fi_addr_t core0 = peer->rail[0].core_addr;
-
-	if (core0 != FI_ADDR_NOTAVAIL && core0 < av->nrev0 &&
-	    av->rev0[core0] == peer->fi_addr)
-		av->rev0[core0] = FI_ADDR_NOTAVAIL;
 	peer->visible = false;
 	peer->fi_addr = FI_ADDR_NOTAVAIL;
 }
@@ -886,18 +892,20 @@ static int mrl_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
 			ret = -FI_EINVAL;
 			continue;
 		}
-		mrl_unpublish(av, av->table[fi_addr[i]]);
+		mrl_unpublish(av->table[fi_addr[i]]);
 		av->table[fi_addr[i]] = NULL;
 	}
 	mrl_unlock(av->domain);
 	return ret;
 }
 
+/* The user's handle for the peer whose rail 0 is core0 in its core AV. */
 fi_addr_t mrl_av_src_addr(struct mrl_av *av, fi_addr_t core0)
 {
-	if (core0 >= av->nrev0)
-		return FI_ADDR_NOTAVAIL;
-	return av->rev0[core0];
+	const struct mrl_peer *peer = mrl_peer_at(av, core0);
+
+	return peer && peer->visible && peer->rail[0].core_addr == core0 ?
+	       peer->fi_addr : FI_ADDR_NOTAVAIL;
 }
 
 static int mrl_av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr,
@@ -967,7 +975,7 @@ static void mrl_av_free(struct mrl_av *av)
 	free(av->all);
 	free(av->slots);
 	free(av->table);
-	free(av->rev0);
+	free(av->by_core0);
 	free(av);
 }
 
