@@ -17,7 +17,13 @@
  * completes within MAX_OP_S, and the target's memory after the last round
  * is within GROWTH_MB of what it was after the first.
  *
+ * -f N: the target first inserts N made-up peers into its AV (its own
+ * address with other ports on every rail; nothing connects to them), as a
+ * server's AV holding a cluster: a control message's sender must still be
+ * found at once (no writedata after the first round slower than MAX_OP_S).
+ *
  *   crowd_test [-p procs] [-e endpoints] [-r rounds] [-s size] [-g G]
+ *              [-f N]
  *   crowd_test -v: libfabric's version
  *
  * Environment: FI_PROVIDER_PATH, FI_MULTIRAIL_RAILS,
@@ -37,6 +43,7 @@
 
 #include "check.h"
 #include "side.h"
+#include "mrl_proto.h"	/* struct mrl_addr_hdr: rails follow it */
 
 #define MAX_PROCS	4
 #define MAX_EPS		64
@@ -45,7 +52,7 @@
 #define MAX_OP_S	1.0
 #define GROWTH_MB	16
 
-static int procs = 2, eps = 32, rounds = 2, group;
+static int procs = 2, eps = 32, rounds = 2, group, made_up;
 static size_t size = 256 * 1024;
 
 /* What the target tells each initiator. */
@@ -60,6 +67,38 @@ static const char *prov(void)
 {
 	return getenv("MRL_TEST_PROV") ? getenv("MRL_TEST_PROV") :
 	       "multirail";
+}
+
+/* n made-up peers in the target's AV: its own address, port 1024 + i on
+ * every rail, another host part past 60000. */
+static void add_made_up_peers(struct side *s, int n)
+{
+	uint8_t self[1024], *peers, *a;
+	size_t len = sizeof(self);
+	const struct mrl_addr_hdr *hdr = (const void *) self;
+	int ours, i, r, nr;
+
+	CHK(fi_getname(&s->ep->fid, self, &len));
+	ours = hdr->magic == MRL_ADDR_MAGIC;
+	nr = ours ? hdr->nrails : 1;
+	peers = malloc((size_t) n * len);
+	if (!peers)
+		die("no memory");
+	for (i = 0; i < n; i++) {
+		uint16_t port = (uint16_t) (1024 + i % 60000);
+
+		memcpy(peers + (size_t) i * len, self, len);
+		for (r = 0; r < nr; r++) {
+			a = peers + (size_t) i * len + (ours ? sizeof(*hdr) +
+			    (size_t) r * hdr->rail_addrlen : 0);
+			a[2] = (uint8_t) (port >> 8);
+			a[3] = (uint8_t) port;
+			a[4] ^= (uint8_t) (i / 60000);
+		}
+	}
+	if (fi_av_insert(s->av, peers, (size_t) n, NULL, 0, NULL) != n)
+		die("fi_av_insert of %d made-up peers", n);
+	free(peers);
 }
 
 static size_t slot_of(int idx, int round)
@@ -235,7 +274,7 @@ int main(int argc, char **argv)
 	char ok;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
-	while ((c = getopt(argc, argv, "p:e:r:s:g:v")) != -1) {
+	while ((c = getopt(argc, argv, "p:e:r:s:g:f:v")) != -1) {
 		switch (c) {
 		case 'v':
 			printf("%u.%u\n", FI_MAJOR(fi_version()),
@@ -246,9 +285,10 @@ int main(int argc, char **argv)
 		case 'r': rounds = atoi(optarg); break;
 		case 's': size = strtoul(optarg, NULL, 0); break;
 		case 'g': group = atoi(optarg); break;
+		case 'f': made_up = atoi(optarg); break;
 		default:
 			die("usage: crowd_test [-p procs] [-e endpoints] "
-			    "[-r rounds] [-s size] [-g G]");
+			    "[-r rounds] [-s size] [-g G] [-f N]");
 		}
 	}
 	if (procs < 1 || procs > MAX_PROCS || eps < 1 || eps > MAX_EPS ||
@@ -269,6 +309,8 @@ int main(int argc, char **argv)
 		close(fds[i][1]);
 	}
 	open_side(&s, prov(), NULL, NULL, FI_RMA | FI_MSG | FI_TAGGED);
+	if (made_up > 0)
+		add_made_up_peers(&s, made_up);
 	buf = malloc(slot_of(procs * eps, 0));
 	want = malloc(size);
 	seen = calloc((size_t) total, 1);
@@ -282,9 +324,9 @@ int main(int argc, char **argv)
 	t.base = s.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR ?
 		 (uint64_t) (uintptr_t) buf : 0;
 	printf("%s: %d initiators (%d processes of %d endpoints), none in "
-	       "the target's AV, %d rounds of %zu bytes%s\n",
-	       s.info->fabric_attr->name, procs * eps, procs, eps, rounds,
-	       size, group ? ", in turns" : "");
+	       "the target's AV (%d made-up peers there), %d rounds of %zu "
+	       "bytes%s\n", s.info->fabric_attr->name, procs * eps, procs,
+	       eps, made_up, rounds, size, group ? ", in turns" : "");
 	for (i = 0; i < procs; i++)
 		xfer(fds[i][0], &t, sizeof(t), 1);
 
