@@ -30,9 +30,9 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
-#include <rdma/fi_ext_multirail.h>
 
 #include "util.h"
+#include "rails.h"
 
 struct keys {
 	struct fid_domain *domain;
@@ -150,28 +150,6 @@ static double run_pass(struct keys *k, uint32_t pass)
 	return t;
 }
 
-/* Control messages sent so far, every rail's; no rail may have failed. */
-static uint64_t ctrl_sent(struct fid_ep *ep)
-{
-	struct fi_multirail_ep_ops *ops;
-	struct fi_multirail_rail_stats st;
-	uint64_t sent = 0;
-	int r, n;
-
-	CHK(fi_open_ops(&ep->fid, FI_MULTIRAIL_EP_OPS, 0, (void **) &ops,
-			NULL));
-	n = ops->rail_count(ep);
-	for (r = 0; r < n; r++) {
-		CHK(ops->rail_stats(ep, r, &st));
-		if (st.errors || st.downs)
-			die("rail %d: %lu errors, %lu times out of service", r,
-			    (unsigned long) st.errors,
-			    (unsigned long) st.downs);
-		sent += st.ctrl_sent;
-	}
-	return sent;
-}
-
 int main(int argc, char **argv)
 {
 	struct keys k = { .n = 10000, .window = 16 };
@@ -231,9 +209,9 @@ int main(int argc, char **argv)
 		/* the first pass asked for every key (and answered, being
 		 * its own target); the cache must spare the others that */
 		if (!pass)
-			asked = ctrl_sent(k.ep);
+			asked = rails_clean(k.ep).ctrl_sent;
 	}
-	asked = ctrl_sent(k.ep) - asked;
+	asked = rails_clean(k.ep).ctrl_sent - asked;
 	printf("control messages sent in passes 1-2: %lu\n",
 	       (unsigned long) asked);
 	if (asked > k.n / 100)

@@ -716,10 +716,19 @@ static int mrl_insert_one(struct mrl_av *av, const void *addr, fi_addr_t *out)
 	return mrl_publish(av, peer, out);
 }
 
+/* The new peers av->all[first..] out of rails [0, to)'s core AVs. */
+static void mrl_remove_new(struct mrl_av *av, size_t first, int to)
+{
+	size_t i;
+
+	for (i = first; i < av->nall; i++)
+		mrl_remove_core(av, av->all[i], 0, to);
+}
+
 /*
  * Rail r of the new peers av->all[first..] into its core AV with one
  * fi_av_insert, as a program inserting many peers expects of the core;
- * false, and none of them there, if the core took fewer.
+ * false, and none of them in any core AV, if the core took fewer.
  */
 static bool mrl_insert_rail_batch(struct mrl_av *av, size_t first, int r,
 				  uint8_t *buf, fi_addr_t *out)
@@ -747,8 +756,7 @@ static bool mrl_insert_rail_batch(struct mrl_av *av, size_t first, int r,
 	}
 	if (ret == (int) n)
 		return true;
-	for (i = first; i < av->nall; i++)
-		mrl_remove_core(av, av->all[i], r, r + 1);
+	mrl_remove_new(av, first, r + 1);
 	return false;
 }
 
@@ -790,12 +798,8 @@ static int mrl_insert_batch(struct mrl_av *av, const char *p, size_t count,
 	if (!buf || !out)
 		goto undo;
 	for (r = 0; r < av->nrails; r++) {
-		if (!mrl_insert_rail_batch(av, first, r, buf, out)) {
-			while (r--)
-				for (i = first; i < av->nall; i++)
-					mrl_remove_core(av, av->all[i], r, r + 1);
+		if (!mrl_insert_rail_batch(av, first, r, buf, out))
 			goto undo;
-		}
 	}
 	for (i = 0; i < count; i++) {
 		peer = av->all[first + i];
