@@ -405,8 +405,8 @@ struct mrl_peer {
 	bool learned;			/* from control messages alone, never
 					 * inserted: may be evicted */
 	bool addr_own;
-	/* next to rail[] and the address after it: fi_av_lookup reads
-	 * these alone */
+	/* last, so that with the address after rail[] fi_av_lookup reads
+	 * few lines of the peer */
 	uint32_t addrlen;
 	void *addr;			/* composite address: after rail[],
 					 * or its own allocation (addr_own) */
@@ -1184,6 +1184,15 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 static inline uint32_t mrl_rail_bit(int rail)
 {
 	return 1u << rail;
+}
+
+/* A 64-bit key's bits mixed for a power-of-two table (keys may be
+ * addresses or counters): registrations and a peer's keys are found so. */
+static inline uint64_t mrl_mix64(uint64_t key)
+{
+	key ^= key >> 33;
+	key *= 0xff51afd7ed558ccdull;
+	return key ^ (key >> 33);
 }
 
 static inline uint32_t mrl_rail_mask(int nrails)

@@ -243,12 +243,8 @@ static void mrl_insert_ctrl(struct mrl_av *av, struct mrl_peer *peer)
 static uint32_t mrl_av_hash(const void *addr)
 {
 	const struct mrl_addr_hdr *hdr = addr;
-	const uint8_t *b = mrl_addr_rail(addr, 0);
-	uint64_t h = 0xcbf29ce484222325ull;	/* FNV-1a */
-	size_t i;
+	uint64_t h = mrl_fnv1a(mrl_addr_rail(addr, 0), hdr->rail_addrlen);
 
-	for (i = 0; i < hdr->rail_addrlen; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
 	return (uint32_t) (h ^ (h >> 32));
 }
 
@@ -283,7 +279,7 @@ static void mrl_av_index_put(struct mrl_av *av, uint32_t hash, size_t i)
 
 /* Empty slot s, moving later members of its run back so that every
  * member stays reachable from its home slot (no tombstones). */
-static void mrl_av_index_take(struct mrl_av *av, size_t s)
+static void mrl_av_index_empty(struct mrl_av *av, size_t s)
 {
 	size_t mask = av->nslots - 1, next = s, home;
 
@@ -301,6 +297,13 @@ static void mrl_av_index_take(struct mrl_av *av, size_t s)
 		s = next;
 	}
 	av->slots[s].pos = 0;
+}
+
+/* av->all[i] leaves the index. */
+static void mrl_av_index_take(struct mrl_av *av, size_t i)
+{
+	mrl_av_index_empty(av, mrl_av_slot_of(av, mrl_av_hash(av->all[i]->addr),
+					      i));
 }
 
 /* Room for more peers at a load of at most 3/4. */
@@ -465,8 +468,7 @@ static void mrl_av_drop_peers(struct mrl_av *av, size_t keep)
 
 	while (av->nall > keep) {
 		peer = av->all[av->nall - 1];
-		mrl_av_index_take(av, mrl_av_slot_of(av, mrl_av_hash(peer->addr),
-						     av->nall - 1));
+		mrl_av_index_take(av, av->nall - 1);
 		mrl_peer_free(peer);
 		av->nall--;
 	}
@@ -569,7 +571,7 @@ static void mrl_evict(struct mrl_av *av, size_t i)
 	size_t end = av->nall - 1;
 
 	mrl_health_forget_peer(peer);
-	mrl_av_index_take(av, mrl_av_slot_of(av, mrl_av_hash(peer->addr), i));
+	mrl_av_index_take(av, i);
 	mrl_av_drop_core0(av, peer->rail[0].core_addr, peer);
 	mrl_av_drop_core0(av, peer->ctrl_addr, peer);
 	mrl_peer_free(peer);
@@ -774,7 +776,7 @@ static int mrl_insert_batch(struct mrl_av *av, const char *p, size_t count,
 	fi_addr_t *out = NULL, dummy;
 	const void *a;
 	struct mrl_peer *peer;
-	int r, ret = -FI_EAGAIN;
+	int r;
 
 	if (mrl_grow((void **) &av->all, &av->sizeall, av->nall + count,
 		 sizeof(*av->all)) || mrl_av_index_reserve(av, count) ||
@@ -804,15 +806,12 @@ static int mrl_insert_batch(struct mrl_av *av, const char *p, size_t count,
 	for (i = 0; i < count; i++) {
 		peer = av->all[first + i];
 		mrl_insert_ctrl(av, peer);
-		/* only the reverse map's growth can fail here; the peers
-		 * left stay hidden, as removed ones do */
-		ret = mrl_publish(av, peer, fi_addr ? &fi_addr[i] : &dummy);
-		if (ret)
-			break;
+		/* the table has room already: this cannot fail */
+		mrl_publish(av, peer, fi_addr ? &fi_addr[i] : &dummy);
 	}
 	free(buf);
 	free(out);
-	return ret ? ret : (int) count;
+	return (int) count;
 undo:
 	mrl_av_drop_peers(av, first);
 	free(buf);

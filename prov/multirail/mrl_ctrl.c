@@ -1123,10 +1123,7 @@ void mrl_ctrl_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
 static struct mrl_key_entry **mrl_bucket(struct mrl_key_table *t,
 					 uint64_t key)
 {
-	uint64_t h = key * 0x9e3779b97f4a7c15ull;	/* keys may be
-							 * addresses */
-
-	return &t->bucket[(h ^ (h >> 32)) & (t->nbuckets - 1)];
+	return &t->bucket[mrl_mix64(key) & (t->nbuckets - 1)];
 }
 
 /*

@@ -59,10 +59,7 @@ static int mrl_mr_close(struct fid *fid)
  */
 static size_t mrl_mr_bucket(const struct mrl_domain *dom, uint64_t key)
 {
-	key ^= key >> 33;
-	key *= 0xff51afd7ed558ccdull;
-	key ^= key >> 33;
-	return (size_t) key & (dom->mr_nhash - 1);
+	return (size_t) mrl_mix64(key) & (dom->mr_nhash - 1);
 }
 
 static void mrl_mr_unhash(struct mrl_mr *mr)

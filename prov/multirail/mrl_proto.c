@@ -149,15 +149,21 @@ bool mrl_addr_connects(const void *ours, const void *theirs)
 	return cmp ? cmp < 0 : a->rail_addrlen <= b->rail_addrlen;
 }
 
-/* FNV-1a: the bytes differ in a port or a QP number, not by design */
-uint64_t mrl_ctrl_tag_for(const void *core_addr, size_t len, uint64_t bits)
+uint64_t mrl_fnv1a(const void *buf, size_t len)
 {
-	const uint8_t *b = core_addr;
+	const uint8_t *b = buf;
 	uint64_t h = 0xcbf29ce484222325ULL;
 	size_t i;
 
 	for (i = 0; i < len; i++)
 		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+uint64_t mrl_ctrl_tag_for(const void *core_addr, size_t len, uint64_t bits)
+{
+	uint64_t h = mrl_fnv1a(core_addr, len);
+
 	bits &= MRL_CTRL_TAG_HASH;
 	h ^= h >> 48;		/* the high bits mixed into those kept */
 	h &= bits;

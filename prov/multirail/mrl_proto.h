@@ -190,6 +190,9 @@ size_t mrl_addr_delta(const void *full, void *out, size_t have);
  * of sending first, and uses a rail once the peer's RAIL_UP came on it.
  */
 bool mrl_addr_connects(const void *ours, const void *theirs);
+/* FNV-1a over len bytes: core addresses differ in a port or a QP number,
+ * not by design (control tags, the AV's index of peers) */
+uint64_t mrl_fnv1a(const void *buf, size_t len);
 /* The control tag of the endpoint whose core address is len bytes at
  * core_addr: MRL_CTRL_TAG and a hash within bits (those the core's tags
  * have), MRL_CTRL_TAG_ANY only where bits has none of MRL_CTRL_TAG_HASH */
