@@ -31,7 +31,7 @@ for f in context msg data tagged; do
 	FI_MULTIRAIL_RAILS=lo,lo run -Q $f -o all -S 65536 -W 32
 done
 # FI_THREAD_DOMAIN: no lock, and each CQ fed by one endpoint, so a read
-# takes the lean way (mrl_ep_poll); the stream's target posts no receive,
+# takes the lean way (mrl_read_lean); the stream's target posts no receive,
 # so it is quiet, and finds the writedata events spread over four rails on
 # the idle rail it reads
 FI_MULTIRAIL_RAILS=lo,lo,lo,lo run -T -Q tagged -o all -S 1048576 -W 16

@@ -29,6 +29,7 @@
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
+#include "mrl_cq.h"
 #include "mrl_enosys.h"
 #include "mrl_proto.h"
 #include "mrl_sched.h"
@@ -469,187 +470,11 @@ int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from);
 
 /* ---- completion queue / counter / eq ------------------------------------ */
 
-struct mrl_cq_entry {
-	struct fi_cq_tagged_entry e;
-	fi_addr_t src;
-};
-
-/* Endpoints one CQ or counter serves (a bind beyond is refused). */
-#define MRL_EPS_PER_CQ		16
 /* Message requests beyond the core's tx and rx sizes. */
 #define MRL_MSG_SPARE_REQS	64
 
-struct mrl_cq_err {
-	struct fi_cq_err_entry e;
-	struct mrl_list link;
-};
-
-/*
- * Core completions read per call: with MRL_CQ_ROUNDS calls per rail per
- * progress (mrl_progress.c), a rail that keeps completing cannot hold the
- * others (and our caller) forever.
- */
-#define MRL_CQ_BATCH		32
-
 /* Time is read every MRL_HEALTH_TICK progress calls, not per op. */
 #define MRL_HEALTH_TICK		64
-
-/*
- * The quiet poll's lease (the aim: a poll that finds nothing costs no
- * more than the core's poll + 10%).  A poll of a lean CQ (mrl_cq.c)
- * that leaves its endpoint quiet (nothing in flight, nothing due, its
- * CQs empty) grants each lean CQ of the endpoint a lease: its next polls
- * do the least a poll can, one idle rail's core CQ read, by rotation, and
- * nothing else.
- * Whatever could end the quiet (any call on the endpoint, progress of any
- * kind) ends the leases first (mrl_ep_lease_end), so none outlives it; a
- * poll that finds something hands it to progress as any poll would.  A
- * lease's polls count for the health tick: it runs out where the tick
- * falls due.  The core is read with fi_cq_readfrom whatever the rail
- * (fi_cq(3): where no source is known it gives FI_ADDR_NOTAVAIL), which
- * saves a branch here and, in most cores, their read's call to it.
- */
-struct mrl_lease {
-	/* the rails of its polls in turn, in the endpoint's idle_cycle:
-	 * at == end when no poll is left (or none was granted) */
-	struct mrl_ep_rail **at, **end;
-	/* the poll that found something: what progress then needs */
-	void *buf;
-	size_t count;
-	fi_addr_t *src_addr;
-	/* the core's batch: off the stack, so that the empty poll sets up no
-	 * frame for it */
-	struct fi_cq_tagged_entry e[MRL_CQ_BATCH];
-	fi_addr_t src[MRL_CQ_BATCH];
-};
-
-struct mrl_cq {
-	struct fid_cq cq_fid;
-	struct mrl_domain *domain;
-	enum fi_cq_format format;
-	struct mrl_cq_entry *ring;
-	size_t size, head, tail;	/* size: 2^n; head: next to read */
-	struct mrl_list errs;
-	struct mrl_ep *eps[MRL_EPS_PER_CQ];	/* endpoints to progress */
-	int neps;
-	struct mrl_ep *lean_ep;		/* eps[0] when alone, unlocked */
-	struct mrl_lease lease;		/* lean_ep's, for this CQ */
-	uint64_t overflow;
-	/*
-	 * While fi_cq_read(from) progresses an empty queue, completions go
-	 * straight into the reader's buffer, in the CQ's format: one copy
-	 * instead of two.  What does not fit goes to the ring, after them.
-	 */
-	char *out;
-	bool reading;			/* a read progresses (mrl_cq_out_begin) */
-	size_t out_left;		/* 0: not reading, or buffer full */
-	size_t out_size;		/* one entry of the CQ's format */
-	fi_addr_t *out_src;
-};
-
-int mrl_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
-		struct fid_cq **cq, void *context);
-int mrl_cq_write_grow(struct mrl_cq *cq, void *context, uint64_t flags,
-		      size_t len, void *buf, uint64_t data, uint64_t tag,
-		      fi_addr_t src);
-
-/*
- * One entry of format at out: the formats share their leading fields, so
- * each writes the fields it has.  Inline, so that a caller with a constant
- * format (progress's whole_out) tests nothing.
- */
-static inline __attribute__((always_inline))
-void mrl_cq_entry_fill(void *out, enum fi_cq_format format, void *context,
-		       uint64_t flags, size_t len, void *buf, uint64_t data,
-		       uint64_t tag)
-{
-	struct fi_cq_tagged_entry *e = out;
-
-	e->op_context = context;
-	if (format >= FI_CQ_FORMAT_MSG) {
-		e->flags = flags;
-		e->len = len;
-		if (format >= FI_CQ_FORMAT_DATA) {
-			e->buf = buf;
-			e->data = data;
-			if (format == FI_CQ_FORMAT_TAGGED)
-				e->tag = tag;
-		}
-	}
-}
-
-/* Into the reader's buffer (see struct mrl_cq). */
-static inline void mrl_cq_write_out(struct mrl_cq *cq, void *context,
-				    uint64_t flags, size_t len, void *buf,
-				    uint64_t data, uint64_t tag, fi_addr_t src)
-{
-	mrl_cq_entry_fill(cq->out, cq->format, context, flags, len, buf, data,
-			  tag);
-	if (cq->out_src)
-		*cq->out_src++ = src;
-	cq->out += cq->out_size;
-	cq->out_left--;
-}
-
-/* A read of count entries into buf begins: progress writes there. */
-static inline void mrl_cq_out_begin(struct mrl_cq *cq, char *buf,
-				    size_t count, fi_addr_t *src_addr)
-{
-	cq->out = buf;
-	cq->out_left = count;
-	cq->out_src = src_addr;
-	cq->reading = true;
-}
-
-/* The read is over: completions go to the ring again. */
-static inline void mrl_cq_out_stop(struct mrl_cq *cq)
-{
-	cq->out_left = 0;
-	cq->reading = false;
-}
-
-/*
- * The read of count entries ends: how many progress wrote, else an error
- * waiting (-FI_EAVAIL) or nothing (-FI_EAGAIN).
- */
-static inline ssize_t mrl_cq_out_end(struct mrl_cq *cq, size_t count)
-{
-	size_t n = count - cq->out_left;
-
-	mrl_cq_out_stop(cq);
-	if (n)
-		return (ssize_t) n;
-	return mrl_list_empty(&cq->errs) ? -FI_EAGAIN : -FI_EAVAIL;
-}
-
-/* Domain locked.  Every completion comes here: the ring grows elsewhere. */
-static inline int mrl_cq_write(struct mrl_cq *cq, void *context,
-			       uint64_t flags, size_t len, void *buf,
-			       uint64_t data, uint64_t tag, fi_addr_t src)
-{
-	struct mrl_cq_entry *ce;
-
-	if (cq->out_left) {
-		mrl_cq_write_out(cq, context, flags, len, buf, data, tag, src);
-		return 0;
-	}
-	if (cq->tail - cq->head == cq->size)
-		return mrl_cq_write_grow(cq, context, flags, len, buf, data,
-					 tag, src);
-	ce = &cq->ring[cq->tail++ & (cq->size - 1)];
-	ce->e.op_context = context;
-	ce->e.flags = flags;
-	ce->e.len = len;
-	ce->e.buf = buf;
-	ce->e.data = data;
-	ce->e.tag = tag;
-	ce->src = src;
-	return 0;
-}
-int mrl_cq_write_err(struct mrl_cq *cq, void *context, uint64_t flags,
-		     int err, int prov_errno, uint64_t data, uint64_t tag);
-int mrl_cq_attach(struct mrl_cq *cq, struct mrl_ep *ep);
-void mrl_cq_detach(struct mrl_cq *cq, struct mrl_ep *ep);
 
 /* Core counters of every endpoint bound to one counter (4 endpoints). */
 #define MRL_CNTR_MAX_CORE	(MRL_MAX_RAILS * 4)
@@ -856,8 +681,6 @@ struct mrl_ep {
 	/* rails 0, 1, ... in turn, as far as any lease can go from any */
 	struct mrl_ep_rail *idle_cycle[MRL_MAX_RAILS + MRL_HEALTH_TICK];
 	bool lease_off;			/* a core without fi_cq_readfrom */
-	bool enter_slow;		/* the domain locks, or leased: the
-					 * fast path's entry must see to it */
 	uint64_t lost_sends;		/* sends failed for writes a failed
 					 * rail may have lost (mrl_fence.c) */
 	uint64_t rma_general;		/* RMA ops the general way took
@@ -886,10 +709,11 @@ void mrl_ep_progress(struct mrl_ep *ep);
 int mrl_ep_setopt(fid_t fid, int level, int name, const void *val,
 		  size_t len);
 int mrl_ep_getopt(fid_t fid, int level, int name, void *val, size_t *len);
-ssize_t mrl_ep_poll(struct mrl_cq *cq, void *buf, size_t count,
-		    fi_addr_t *src_addr, struct mrl_ep *ep);
-ssize_t mrl_lease_found(struct mrl_cq *cq, ssize_t n);
-ssize_t mrl_lease_found_from(struct mrl_cq *cq, ssize_t n);
+/* Progress as a lean CQ's poll drives it (struct mrl_lease). */
+void mrl_ep_lease_offer(struct mrl_ep *ep);
+void mrl_ep_progress_found(struct mrl_ep *ep, struct mrl_ep_rail *rail,
+			   struct fi_cq_tagged_entry *e, fi_addr_t *src,
+			   ssize_t n);
 void mrl_ep_lease_give_back(struct mrl_ep *ep);
 
 /* Before any call on the endpoint and any progress: see struct mrl_lease. */
@@ -1231,11 +1055,7 @@ static inline void mrl_side_done(struct mrl_ep *ep, int rail)
 }
 
 /*
- * One lock per domain guards every object under it.  Under FI_THREAD_DOMAIN
- * the application serialises all calls on the domain, so none is taken.
- */
-/*
- * The domain's lock.  Debug builds (--enable-debug) record who holds it, so
+ * The domain's lock: one guards every object under the domain.  Debug builds (--enable-debug) record who holds it, so
  * that every function whose rule is "Domain locked" asserts it
  * (mrl_assert_locked); under FI_THREAD_DOMAIN the application serialises
  * the calls and there is no lock to hold.

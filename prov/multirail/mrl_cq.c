@@ -75,8 +75,7 @@ int mrl_cq_write_grow(struct mrl_cq *cq, void *context, uint64_t flags,
 }
 
 /* Domain locked. */
-int mrl_cq_write_err(struct mrl_cq *cq, void *context, uint64_t flags,
-		     int err, int prov_errno, uint64_t data, uint64_t tag)
+int mrl_cq_write_err_entry(struct mrl_cq *cq, const struct fi_cq_err_entry *e)
 {
 	mrl_assert_locked(cq->domain);
 	struct mrl_cq_err *ce = calloc(1, sizeof(*ce));
@@ -85,14 +84,36 @@ int mrl_cq_write_err(struct mrl_cq *cq, void *context, uint64_t flags,
 		MRL_WARN(FI_LOG_CQ, "error completion lost: out of memory\n");
 		return -FI_ENOMEM;
 	}
-	ce->e.op_context = context;
-	ce->e.flags = flags;
-	ce->e.err = err < 0 ? -err : err;
-	ce->e.prov_errno = prov_errno;
-	ce->e.data = data;
-	ce->e.tag = tag;
+	ce->e = *e;
+	ce->e.err = e->err < 0 ? -e->err : e->err;
 	mrl_list_add_tail(&cq->errs, &ce->link);
 	return 0;
+}
+
+/* A read of count entries into buf begins: progress writes there. */
+static void mrl_cq_out_begin(struct mrl_cq *cq, char *buf, size_t count,
+			     fi_addr_t *src_addr)
+{
+	cq->out = buf;
+	cq->out_left = count;
+	cq->out_src = src_addr;
+	cq->reading = true;
+}
+
+/*
+ * The read of count entries ends, completions going to the ring again:
+ * how many progress wrote, else an error waiting (-FI_EAVAIL) or nothing
+ * (-FI_EAGAIN).
+ */
+static ssize_t mrl_cq_out_end(struct mrl_cq *cq, size_t count)
+{
+	size_t n = count - cq->out_left;
+
+	cq->out_left = 0;
+	cq->reading = false;
+	if (n)
+		return (ssize_t) n;
+	return mrl_list_empty(&cq->errs) ? -FI_EAGAIN : -FI_EAVAIL;
 }
 
 /* The endpoint mrl_read_lean progresses: the only one, on an unlocked domain. */
@@ -235,17 +256,42 @@ static ssize_t mrl_read_any(struct mrl_cq *cq,
 }
 
 /*
- * One endpoint, no lock: the common case, which mrl_ep_poll reads and
- * progresses in one, and where a poll that leaves the endpoint quiet
- * grants a lease (struct mrl_lease).
+ * One endpoint, no lock: the common case, where progress writes straight
+ * into buf, and a poll that leaves the endpoint quiet may be granted a
+ * lease (struct mrl_lease).
  */
 static ssize_t
 mrl_read_lean(struct mrl_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
 {
-	if (!cq->lean_ep || cq->head != cq->tail ||
-	    !mrl_list_empty(&cq->errs) || !count)
+	struct mrl_ep *ep = cq->lean_ep;
+	ssize_t ret;
+
+	if (!ep || cq->head != cq->tail || !mrl_list_empty(&cq->errs) ||
+	    !count)
 		return mrl_read_any(cq, buf, count, src_addr);
-	return mrl_ep_poll(cq, buf, count, src_addr, cq->lean_ep);
+	mrl_cq_out_begin(cq, buf, count, src_addr);
+	mrl_ep_progress(ep);
+	ret = mrl_cq_out_end(cq, count);
+	if (ret == -FI_EAGAIN)
+		mrl_ep_lease_offer(ep);
+	return ret;
+}
+
+/*
+ * A leased poll's core read found something (n: entries, or an error):
+ * the lease ends, and progress takes the batch, writing into the
+ * reader's buffer.
+ */
+static ssize_t mrl_lease_found(struct mrl_cq *cq, ssize_t n,
+			       fi_addr_t *src_addr)
+{
+	struct mrl_ep *ep = cq->lean_ep;
+	struct mrl_ep_rail *rail = cq->lease.at[-1];	/* the one read */
+
+	mrl_ep_lease_end(ep);
+	mrl_cq_out_begin(cq, cq->lease.buf, cq->lease.count, src_addr);
+	mrl_ep_progress_found(ep, rail, cq->lease.e, cq->lease.src, n);
+	return mrl_cq_out_end(cq, cq->lease.count);
 }
 
 /*
@@ -272,8 +318,7 @@ ssize_t mrl_read_leased(struct fid_cq *cq_fid, void *buf, size_t count,
 	n = fi_cq_readfrom((*at)->cq, cq->lease.e, MRL_CQ_BATCH,
 			   cq->lease.src);
 	if (__builtin_expect(n != -FI_EAGAIN, 0))
-		return from ? mrl_lease_found_from(cq, n) :
-			      mrl_lease_found(cq, n);
+		return mrl_lease_found(cq, n, from ? cq->lease.src_addr : NULL);
 	return n;
 }
 

@@ -781,7 +781,6 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	}
 	ep->want_src = !!(info->caps & FI_SOURCE);
 	ep->progress_held = true;	/* until enabled */
-	ep->enter_slow = dom->locking;
 	mrl_rma_tx_flags_set(ep, info->tx_attr ? info->tx_attr->op_flags : 0);
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->tx_iov_limit = mrl_tx_iov_limit(info->tx_attr ?

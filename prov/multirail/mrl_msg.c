@@ -333,17 +333,19 @@ void mrl_msg_complete(struct mrl_ep *ep, struct mrl_msg_req *req,
 	if (err) {
 		mrl_cntr_inc_err(cntr);
 		if (cq) {
-			mrl_cq_write_err(cq, req->context, flags, err,
-					 err_entry ? err_entry->prov_errno : 0,
-					 comp->data, comp->tag);
-			if (err_entry && !mrl_list_empty(&cq->errs)) {
-				struct mrl_cq_err *ce = mrl_container_of(
-					cq->errs.prev, struct mrl_cq_err, link);
+			struct fi_cq_err_entry e = {
+				.op_context = req->context, .flags = flags,
+				.err = err, .data = comp->data,
+				.tag = comp->tag,
+			};
 
-				ce->e.olen = err_entry->olen;
-				ce->e.len = err_entry->len;
-				ce->e.buf = err_entry->buf;
+			if (err_entry) {	/* what the core knows */
+				e.prov_errno = err_entry->prov_errno;
+				e.olen = err_entry->olen;
+				e.len = err_entry->len;
+				e.buf = err_entry->buf;
 			}
+			mrl_cq_write_err_entry(cq, &e);
 		}
 	} else {
 		mrl_cntr_inc(cntr);

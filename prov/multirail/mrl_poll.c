@@ -42,7 +42,7 @@ static bool mrl_cq_ready(struct fid *fid)
 
 	fi_cq_read(&cq->cq_fid, NULL, 0);	/* progress only */
 	mrl_lock(cq->domain);
-	ready = cq->head != cq->tail || !mrl_list_empty(&cq->errs);
+	ready = !mrl_cq_is_empty(cq);
 	mrl_unlock(cq->domain);
 	return ready;
 }

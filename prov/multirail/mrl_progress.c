@@ -199,11 +199,9 @@ static void mrl_read_err(struct mrl_ep *ep, int rail)
  */
 static inline bool mrl_reader_full(const struct mrl_ep *ep)
 {
-	const struct mrl_cq *tx = ep->tx_cq, *rx = ep->rx_cq;
-
-	if ((tx && tx->out_left) || (rx && rx->out_left))
+	if (mrl_cq_reader_room(ep->tx_cq) || mrl_cq_reader_room(ep->rx_cq))
 		return false;
-	return (tx && tx->reading) || (rx && rx->reading);
+	return mrl_cq_being_read(ep->tx_cq) || mrl_cq_being_read(ep->rx_cq);
 }
 
 /*
@@ -297,13 +295,13 @@ ssize_t mrl_whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 {
 	struct mrl_rma_req *free_reqs = ep->rma_free;
 	struct mrl_chunk *free_chunks = ep->engine.free_top;
-	char *out = cq->out;
+	char *out = mrl_cq_direct_at(cq);
 	struct mrl_chunk *chunk;
 	struct mrl_op *op;
 	ssize_t i;
 
-	if (n > (ssize_t) cq->out_left)
-		n = cq->out_left;
+	if (n > (ssize_t) mrl_cq_direct_room(cq))
+		n = mrl_cq_direct_room(cq);
 	for (i = 0; i < n; i++) {
 		chunk = mrl_whole_chunk(&e[i]);
 		if (!chunk)
@@ -318,8 +316,7 @@ ssize_t mrl_whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 	}
 	ep->rma_free = free_reqs;
 	ep->engine.free_top = free_chunks;
-	cq->out = out;
-	cq->out_left -= i;
+	mrl_cq_direct_commit(cq, out, i);
 	return i;
 }
 
@@ -339,9 +336,9 @@ ssize_t mrl_whole_to_reader(struct mrl_ep *ep, const struct fi_cq_tagged_entry *
 {
 	struct mrl_cq *cq = ep->tx_cq;
 
-	if (!ep->rma_cq_only || !cq->out_left || cq->out_src)
+	if (!ep->rma_cq_only || !mrl_cq_direct_room(cq))
 		return 0;
-	switch (cq->format) {
+	switch (mrl_cq_format(cq)) {
 	case FI_CQ_FORMAT_CONTEXT:
 		return mrl_whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_CONTEXT,
 				 sizeof(struct fi_cq_entry));
@@ -640,41 +637,35 @@ static int mrl_lean_cqs(struct mrl_ep *ep, struct mrl_cq *cqs[2])
 {
 	int n = 0;
 
-	if (ep->tx_cq && ep->tx_cq->lean_ep == ep)
+	if (ep->tx_cq && mrl_cq_lean_ep(ep->tx_cq) == ep)
 		cqs[n++] = ep->tx_cq;
-	if (ep->rx_cq && ep->rx_cq != ep->tx_cq && ep->rx_cq->lean_ep == ep)
+	if (ep->rx_cq && ep->rx_cq != ep->tx_cq &&
+	    mrl_cq_lean_ep(ep->rx_cq) == ep)
 		cqs[n++] = ep->rx_cq;
 	return n;
 }
 
-static bool mrl_cq_empty(const struct mrl_cq *cq)
-{
-	return !cq || (cq->head == cq->tail && mrl_list_empty(&cq->errs));
-}
-
 /*
- * After a poll that found nothing: if ep is quiet, its lean CQs' next
+ * A lean CQ's poll found nothing: if ep is quiet, its lean CQs' next
  * polls, to the health tick, are leased (struct mrl_lease).  The tick's
  * count waits in the leases meanwhile: mrl_ep_lease_give_back.
  */
-static void mrl_lease_grant(struct mrl_ep *ep)
+void mrl_ep_lease_offer(struct mrl_ep *ep)
 {
 	struct mrl_cq *cqs[2];
 	int i, n;
 
 	if (!mrl_quiet(ep) || ep->want_src || ep->lease_off ||
-	    !mrl_cq_empty(ep->tx_cq) || !mrl_cq_empty(ep->rx_cq))
+	    !mrl_cq_is_empty(ep->tx_cq) || !mrl_cq_is_empty(ep->rx_cq))
 		return;
 	n = mrl_lean_cqs(ep, cqs);
 	if (!n)
 		return;
-	for (i = 0; i < n; i++) {
-		cqs[i]->lease.at = &ep->idle_cycle[ep->poll_next];
-		cqs[i]->lease.end = cqs[i]->lease.at + ep->health_left - 1;
-	}
+	for (i = 0; i < n; i++)
+		mrl_cq_lease_grant(cqs[i], &ep->idle_cycle[ep->poll_next],
+				   ep->health_left - 1);
 	ep->health_left = 1;
 	ep->leased = true;
-	ep->enter_slow = true;
 }
 
 /*
@@ -684,77 +675,46 @@ static void mrl_lease_grant(struct mrl_ep *ep)
 void mrl_ep_lease_give_back(struct mrl_ep *ep)
 {
 	struct mrl_cq *cqs[2];
-	int i, n = mrl_lean_cqs(ep, cqs), left = -1;
+	int i, n = mrl_lean_cqs(ep, cqs), left = -1, l;
+	struct mrl_ep_rail *next = NULL;
 
 	for (i = 0; i < n; i++) {
-		struct mrl_lease *l = &cqs[i]->lease;
-
-		if (left < 0 || l->end - l->at < left) {
-			left = (int) (l->end - l->at);
-			ep->poll_next = (int) (*l->at - ep->rails);
+		l = mrl_cq_lease_take_back(cqs[i], &next);
+		if (left < 0 || l < left) {
+			left = l;
+			if (next)
+				ep->poll_next = (int) (next - ep->rails);
 		}
-		l->end = l->at;
 	}
 	if (left > 0)
 		ep->health_left += left;
 	ep->leased = false;
-	ep->enter_slow = ep->domain->locking;
 }
 
 /*
- * Domain locked.  fi_cq_read(from) of cq, fed by ep alone and holding
- * nothing (mrl_cq.c's read_lean): progress writes into buf (see struct
- * mrl_cq), and a poll that leaves ep quiet leases the next ones.
+ * A leased poll's core read of rail found something (n: entries, or an
+ * error): the lease has ended, and the batch is handed on as progress
+ * would.  The leased poll counted for the tick.
  */
-ssize_t mrl_ep_poll(struct mrl_cq *cq, void *buf, size_t count,
-		    fi_addr_t *src_addr, struct mrl_ep *ep)
+void mrl_ep_progress_found(struct mrl_ep *ep, struct mrl_ep_rail *r,
+			   struct fi_cq_tagged_entry *e, fi_addr_t *src,
+			   ssize_t n)
 {
-	mrl_assert_locked(cq->domain);
-	ssize_t ret;
+	int rail = (int) (r - ep->rails);
 
-	mrl_cq_out_begin(cq, buf, count, src_addr);
-	mrl_ep_progress(ep);
-	ret = mrl_cq_out_end(cq, count);
-	if (ret == -FI_EAGAIN)
-		mrl_lease_grant(ep);
-	return ret;
-}
-
-/*
- * A leased poll's core read found something (n: entries, or an error):
- * the lease ends, and the batch is handed on as progress would, into the
- * reader's buffer.  The leased poll counted for the tick.
- */
-static ssize_t mrl_progress_lease_found(struct mrl_cq *cq, ssize_t n, fi_addr_t *src_addr)
-{
-	struct mrl_ep *ep = cq->lean_ep;
-	size_t count = cq->lease.count;
-	int rail = (int) (cq->lease.at[-1] - ep->rails);	/* the one read */
-
-	mrl_ep_lease_end(ep);
+	mrl_assert_locked(ep->domain);
 	if (n == -FI_ENOSYS) {
 		MRL_WARN(FI_LOG_CQ, "rail %d's core has no fi_cq_readfrom: "
 			 "no leased polls for this endpoint\n", rail);
 		ep->lease_off = true;
-		return mrl_ep_poll(cq, cq->lease.buf, count, src_addr, ep);
+		mrl_ep_progress(ep);
+		return;
 	}
-	mrl_cq_out_begin(cq, cq->lease.buf, count, src_addr);
 	ep->progress_held = true;
 	n = mrl_read_outcome(ep, rail, n);
 	if (n)
-		mrl_rail_batches(ep, rail, cq->lease.e, cq->lease.src, n);
+		mrl_rail_batches(ep, rail, e, src, n);
 	mrl_progress_end(ep);
-	return mrl_cq_out_end(cq, count);
-}
-
-ssize_t mrl_lease_found(struct mrl_cq *cq, ssize_t n)
-{
-	return mrl_progress_lease_found(cq, n, NULL);
-}
-
-ssize_t mrl_lease_found_from(struct mrl_cq *cq, ssize_t n)
-{
-	return mrl_progress_lease_found(cq, n, cq->lease.src_addr);
 }
 
 /* ---- injects, passed whole to rail 0 ------------------------------------ */

@@ -192,8 +192,9 @@ static unsigned int mrl_chunk_needs(struct mrl_ep *ep,
  * A whole op from one buffer, asking nothing of the core but a completion:
  * the core's plain call, which costs it less than the msg form.
  */
-static ssize_t mrl_post_plain(struct mrl_ep *ep, const struct mrl_chunk *chunk,
-			  uint64_t key)
+static inline __attribute__((always_inline))
+ssize_t mrl_post_plain(struct mrl_ep *ep, const struct mrl_chunk *chunk,
+		       uint64_t key)
 {
 	const struct mrl_op *op = chunk->op;
 	const struct mrl_peer *peer = op->peer;
@@ -906,7 +907,11 @@ static bool mrl_fits_one_op(const struct mrl_rma_args *a)
 	return a->rma_count == 1 && a->count <= MRL_IOV_LIMIT;
 }
 
-static ssize_t mrl_rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
+/*
+ * The general way: any op, checked here (a warning for bad input), cut
+ * over the rails by the engine.  Domain locked.
+ */
+static ssize_t mrl_rma_general(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
 	struct mrl_peer *peer;
 	ssize_t ret;
@@ -933,22 +938,19 @@ static ssize_t mrl_rma_submit(struct mrl_ep *ep, const struct mrl_rma_args *a)
 }
 
 /*
- * The small op's fast path: the keys of every rail to peer (rail 0's from
- * the user's key alone, into slot, or the target's, from the peer's key
- * hint), with slot's key_rails set (slot is the free list's first, not in
- * use, so a declined op loses nothing), and in *rails those nearest both
- * buffers (never none: mrl_sched_near gives every rail to the peer where
- * locality says nothing); NULL for a key other than the hint's (see
- * mrl_one_rekey).
+ * The fast path's keys for every rail to peer (rail 0's from the user's
+ * key alone, into slot, or the target's, from the peer's key hint), with
+ * slot's key_rails set (slot is the free list's first, not in use, so a
+ * declined op loses nothing), and in *rails those nearest both buffers
+ * (never none: mrl_sched_near gives every rail to the peer where locality
+ * says nothing); NULL for a key other than the hint's.
  * *tell: the peer is yet to hear of rails (mrl_ctrl_rails_up; with a
- * control endpoint, of that alone).  Nothing here calls out, so the
- * caller's arguments stay in registers.
+ * control endpoint, of that alone).
  */
-static inline __attribute__((always_inline))
-const uint64_t *mrl_whole_keys(struct mrl_ep *ep, struct mrl_peer *peer,
-			   uint64_t key, struct rma_slot *slot,
-			   const struct mrl_mr *mr, uint32_t *rails,
-			   bool *tell)
+static inline __attribute__((always_inline)) const uint64_t *
+mrl_fast_keys(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
+	      struct rma_slot *slot, const struct mrl_mr *mr, uint32_t *rails,
+	      bool *tell)
 {
 	const struct mrl_key_entry *entry;
 	bool ctrl_ep_new = ep->ctrl_ep && !(peer->rails_up & 1u);
@@ -991,310 +993,140 @@ static void mrl_set_key_hint(struct mrl_peer *peer,
 	peer->hint_rails = open ? open : 1u;	/* as mrl_ctrl_open_rails */
 }
 
-static ssize_t mrl_one_rekey(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf,
-			 size_t len, void *desc, fi_addr_t addr, uint64_t raddr,
-			 uint64_t key, void *context, uint64_t data,
-			 uint64_t flags);
-
-/* One buffer's op, as fi_write, fi_writedata and fi_read give it. */
-struct one_args {
-	enum mrl_op_kind kind;
-	void *buf;
-	size_t len;
-	void *desc;
-	fi_addr_t addr;
-	uint64_t raddr;
-	uint64_t key;
-	void *context;
-	uint64_t data;
-	uint64_t flags;
-};
-
 /*
- * The same, from its parts: the out-of-line ways in (mrl_one_locked,
- * mrl_one_rekey) take them one by one, so that the fast path's callers keep
- * theirs in registers.
+ * The peer's key hint missed (a program that writes to several of the
+ * target's registrations in turn, or a key new to the fast path): the
+ * key's entry becomes the hint once its keys are known for every rail.
  */
-static inline struct one_args mrl_one_args_of(enum mrl_op_kind kind, void *buf,
-					  size_t len, void *desc,
-					  fi_addr_t addr, uint64_t raddr,
-					  uint64_t key, void *context,
-					  uint64_t data, uint64_t flags)
+static void mrl_fast_rekey(struct mrl_ep *ep, struct mrl_peer *peer,
+			   uint64_t key, const struct mrl_mr *mr)
 {
-	return (struct one_args) {
-		.kind = kind, .buf = buf, .len = len, .desc = desc,
-		.addr = addr, .raddr = raddr, .key = key, .context = context,
-		.data = data, .flags = flags,
-	};
+	const struct mrl_key_entry *entry = mrl_ctrl_key_lookup(ep, peer, key);
+
+	if (entry)
+		mrl_set_key_hint(peer, entry, mr ? mr->near_mask : 0);
 }
 
-/*
- * The core's plain call for a whole op's chunk, from the op's record; the
- * call's kind from the caller's constants (each entry point has its own).
- */
-static inline __attribute__((always_inline))
-ssize_t mrl_post_whole(struct mrl_ep *ep, const struct one_args *a,
-		   const struct mrl_op *op, struct mrl_chunk *chunk,
-		   uint64_t key)
-{
-	const struct mrl_mr *mr = op->desc[0];
-	int rail = chunk->rail;
-	struct fid_ep *core = ep->rails[rail].ep;
-	void *desc = mr ? mr->core_desc[rail] : NULL;
-	fi_addr_t dest = ((struct mrl_peer *) op->peer)->rail[rail].core_addr;
-
-	if (a->kind == MRL_OP_READ)
-		return fi_read(core, op->iov[0].iov_base, op->len, desc, dest,
-			       op->raddr, key, mrl_chunk_hdr(chunk));
-	return fi_write(core, op->iov[0].iov_base, op->len, desc, dest,
-			op->raddr, key, mrl_chunk_hdr(chunk));
-}
-
-/* One buffer's op as the general way takes it, and where its parts live. */
-struct one_rma {
-	struct iovec iov;
-	void *desc;
-	struct fi_rma_iov rma;
-	struct mrl_rma_args a;
-};
-
-static void mrl_one_rma_init(struct one_rma *o, enum mrl_op_kind kind, void *buf,
-			 size_t len, void *desc, uint64_t raddr, uint64_t key,
-			 void *context, uint64_t data, uint64_t flags)
-{
-	o->iov = (struct iovec) { buf, len };
-	o->desc = desc;
-	o->rma = (struct fi_rma_iov) { raddr, len, key };
-	o->a = (struct mrl_rma_args) {
-		.kind = kind, .iov = &o->iov, .desc = &o->desc, .count = 1,
-		.len = len, .rma_iov = &o->rma, .rma_count = 1,
-		.context = context, .data = data, .flags = flags,
-	};
-}
-
-/*
- * The fast path recorded op (its request still the free list's first) and
- * went no further: the general way takes it from the record.
- */
-static ssize_t
-mrl_recorded_general(struct mrl_ep *ep, struct mrl_op *op)
-{
-	struct one_rma o;
-
-	mrl_one_rma_init(&o, op->kind, op->iov[0].iov_base, op->len, op->desc[0],
-		     op->raddr, mrl_slot_of(op)->key, op->context, op->data,
-		     op->flags);
-	return mrl_submit_to(ep, &o.a, op->peer);
-}
+/* The fast path's answer for an op it leaves to mrl_rma_general. */
+#define MRL_RMA_DECLINED	1
 
 /*
  * The fast path's chunk was not posted (the core refused it, or a rule
- * the general way keeps applies): all it took goes back, and the op, as
- * the fast path recorded it, goes the general way.
+ * the general way keeps applies): all it took goes back, and the op goes
+ * the general way.  A refusal counts in the rail's streak
+ * (mrl_health_refused; the general way's retry may add another).
  */
-static ssize_t
-mrl_whole_general(struct mrl_ep *ep, struct mrl_chunk *chunk)
+static ssize_t mrl_fast_undo(struct mrl_ep *ep, struct mrl_chunk *chunk,
+			     ssize_t ret)
 {
 	struct mrl_op *op = chunk->op;
-	struct mrl_rma_req *req = mrl_container_of(op, struct mrl_rma_req, op);
 
-	mrl_engine_whole_untake(&ep->engine, chunk);
-	mrl_rma_req_push(&ep->rma_free, req);
-	return mrl_recorded_general(ep, op);
-}
-
-/*
- * The core refused the fast path's chunk (ret): a refusal counts in the
- * rail's streak (mrl_health_refused; the general way's retry may add
- * another), and the general way takes the op.
- */
-static ssize_t
-mrl_whole_refused(struct mrl_ep *ep, struct mrl_chunk *chunk, ssize_t ret)
-{
 	if (ret == -FI_EAGAIN)
-		mrl_health_refused(ep, chunk->op->peer, chunk->rail);
-	return mrl_whole_general(ep, chunk);
+		mrl_health_refused(ep, op->peer, chunk->rail);
+	mrl_engine_whole_untake(&ep->engine, chunk);
+	mrl_rma_req_push(&ep->rma_free,
+			 mrl_container_of(op, struct mrl_rma_req, op));
+	return MRL_RMA_DECLINED;
 }
 
 /*
- * The general way of one buffer's op, when the fast path declines it.
- * Its arguments one by one: a struct built for it would be built on every
- * call, the fast path's too.
- */
-static ssize_t
-mrl_one_submit(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
-	   void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
-	   void *context, uint64_t data, uint64_t flags)
-{
-	struct one_rma o;
-
-	mrl_one_rma_init(&o, kind, buf, len, desc, raddr, key, context, data,
-		     flags);
-	o.a.addr = addr;
-	return mrl_rma_submit(ep, &o.a);
-}
-
-/*
- * The small op's fast path: fi_write, fi_read and their one-iov forms
- * (fi_writedata comes here too and takes the general way: its entry
- * needs a WRITE_DATA after every byte), of host memory, under the stripe
- * size, to a peer whose keys we know and whose rails all work, sent
- * whole on one rail with the core's plain call, nothing asked of it but
- * a completion.
- * Where any of that does not hold: mrl_rma_submit, which handles every case
- * (and warns of bad input); a key other than the peer's hint: mrl_one_rekey
- * (with rekey).  The op's state is the general way's, so failover, fences
- * and completion treat both alike.  It is all recorded before the core's
- * call, so that nothing but the chunk need outlive the call (fewer
- * registers to save): where the core refuses, mrl_whole_general takes it from
- * there.  Inline in each caller, so that its arguments stay in registers.
- * Domain locked.
+ * The fast path: one buffer of host memory under the stripe size, asking
+ * nothing but a completion (fi_write, fi_read, their one-iov forms), to a
+ * peer whose keys we know and whose rails all work: posted whole on one
+ * rail with the core's plain call.  Anything else, MRL_RMA_DECLINED:
+ * mrl_rma_general takes it (a writedata always: its entry needs a
+ * WRITE_DATA after every byte).  The op's state is the general way's, so
+ * failover, fences and completion treat both alike.  Domain locked.
  */
 static inline __attribute__((always_inline))
-ssize_t mrl_rma_whole(struct mrl_ep *ep, const struct one_args *a, bool rekey)
+ssize_t mrl_rma_fast(struct mrl_ep *ep, const struct mrl_rma_args *a)
 {
-	mrl_assert_locked(ep->domain);
-	const struct mrl_mr *mr = a->desc;
-	uint64_t flags = a->flags | ep->tx_op_flags;
+	struct mrl_rma_req *req = ep->rma_free;	/* none before fi_enable */
+	const struct mrl_mr *mr;
 	const uint64_t *keyv;
-	struct mrl_rma_req *req = ep->rma_free;
 	struct mrl_chunk *chunk;
 	struct mrl_peer *peer;
 	struct mrl_op *op;
 	uint32_t rails;
+	uint64_t key;
 	ssize_t ret;
 	bool tell;
-	int rail;
 
-	/* the op's kind and CQ data from the entry point alone: see
-	 * mrl_post_whole */
-	if (a->len - 1 >= ep->whole_max || !req ||
-	    (a->flags & (FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)) ||
-	    (mr ? mr->iface != FI_HMEM_SYSTEM : ep->domain->core_mr_local))
-		goto general;
+	mrl_assert_locked(ep->domain);
+	/* fi_writemsg's arguments are checked by the general way */
+	if (a->flags || a->count != 1 || a->rma_count != 1 || !a->iov ||
+	    !a->rma_iov || !req || a->len - 1 >= ep->whole_max ||
+	    a->rma_iov->len < a->len)
+		return MRL_RMA_DECLINED;
+	key = a->rma_iov->key;
+	mr = a->desc ? a->desc[0] : NULL;
+	if (mr ? mr->iface != FI_HMEM_SYSTEM : ep->domain->core_mr_local)
+		return MRL_RMA_DECLINED;
 	peer = mrl_av_peer(ep->av, a->addr);
 	if (!peer || peer->fast_off || peer->rails_closed)
-		goto general;
-	/* rail 0's key alone goes to the request's own keys[] */
-	keyv = mrl_whole_keys(ep, peer, a->key, mrl_slot_of(&req->op), mr, &rails,
-			  &tell);
-	if (!keyv && rekey)	/* the caller's last call: see mrl_one_rekey */
-		return mrl_one_rekey(ep, a->kind, a->buf, a->len, a->desc, a->addr,
-				 a->raddr, a->key, a->context, a->data,
-				 a->flags);
-	if (!keyv)
-		goto general;
+		return MRL_RMA_DECLINED;
+	keyv = mrl_fast_keys(ep, peer, key, mrl_slot_of(&req->op), mr, &rails,
+			     &tell);
+	if (!keyv) {
+		mrl_fast_rekey(ep, peer, key, mr);
+		keyv = mrl_fast_keys(ep, peer, key, mrl_slot_of(&req->op), mr,
+				     &rails, &tell);
+		if (!keyv)
+			return MRL_RMA_DECLINED;
+	}
 	op = &req->op;
 	op->kind = a->kind;
-	op->flags = flags;
+	op->flags = ep->tx_op_flags;
 	op->context = a->context;
-	op->data = a->data;
+	op->data = 0;
 	op->len = a->len;
-	op->iov[0].iov_base = a->buf;
-	op->iov[0].iov_len = a->len;
-	op->desc[0] = a->desc;
-	op->raddr = a->raddr;
+	op->iov[0] = a->iov[0];
+	op->desc[0] = (void *) mr;
+	op->raddr = a->rma_iov->addr;
 	op->peer = peer;
 	if (a->kind == MRL_OP_WRITE)
 		mrl_fence_note_write(peer);
 	/* for a post again elsewhere (every rail's key: never widened) */
-	mrl_slot_of(op)->key = a->key;
+	mrl_slot_of(op)->key = key;
 	mrl_slot_of(op)->keyv = keyv;
 
-	/* from here on the op is recorded: nothing needs the arguments */
 	chunk = mrl_engine_whole_take(&ep->engine, op, rails);
 	if (!chunk)
-		return mrl_recorded_general(ep, op);
+		return MRL_RMA_DECLINED;
 	ep->rma_free = req->next_free;
 	if (__builtin_expect(tell, 0))
 		mrl_ctrl_rails_up(ep, peer, rails);
-	rail = chunk->rail;
-	if (a->kind == MRL_OP_WRITE && rail) {
+	if (a->kind == MRL_OP_WRITE && chunk->rail) {
 		if (mrl_fence_owned_elsewhere(ep, peer))
-			return mrl_whole_general(ep, chunk); /* a flush of its own */
+			return mrl_fast_undo(ep, chunk, 0); /* a flush of its own */
 		/* ours: a send flushes the rail (marked though the core may
 		 * refuse: a flush more, never one less) */
-		mrl_fence_mark(ep, peer, rail, op->raddr, keyv[rail]);
+		mrl_fence_mark(ep, peer, chunk->rail, op->raddr,
+			       keyv[chunk->rail]);
 	}
-	ret = mrl_post_whole(ep, a, op, chunk, keyv[rail]);
+	ret = mrl_post_plain(ep, chunk, keyv[chunk->rail]);
 	if (ret)
-		return mrl_whole_refused(ep, chunk, ret);
+		return mrl_fast_undo(ep, chunk, ret);
 	return 0;
-general:
-	return mrl_one_submit(ep, a->kind, a->buf, a->len, a->desc, a->addr,
-			  a->raddr, a->key, a->context, a->data, a->flags);
-}
-
-static ssize_t mrl_rma_locked(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
-{
-	struct mrl_ep *ep = mrl_ep_of(ep_fid);
-	ssize_t ret;
-
-	mrl_ep_lock(ep);
-	ret = mrl_rma_submit(ep, a);
-	mrl_unlock(ep->domain);
-	return ret;
 }
 
 /*
- * mrl_rma_one under the domain's lock (FI_THREAD_SAFE and the like), or after
- * a quiet poll's lease (struct mrl_lease), which ends here.
- */
-static ssize_t
-mrl_one_locked(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
-	   void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
-	   void *context, uint64_t data, uint64_t flags)
-{
-	struct one_args a = mrl_one_args_of(kind, buf, len, desc, addr, raddr, key,
-					context, data, flags);
-	ssize_t ret;
-
-	mrl_ep_lock(ep);
-	ret = mrl_rma_whole(ep, &a, true);
-	mrl_unlock(ep->domain);
-	return ret;
-}
-
-/*
- * Without the lock nothing is called before the fast path declines or
- * posts, so its arguments need no saving: the lock's call is elsewhere,
- * and so is a lease's end (enter_slow: one test for both).
- * Before fi_enable there is no free request: mrl_rma_whole declines.
+ * Every RMA op but an inject comes here: under the domain's lock (which
+ * also ends a quiet poll's lease, struct mrl_lease), the fast path, and
+ * where it declines, the general way.
  */
 static inline __attribute__((always_inline))
-ssize_t mrl_rma_one(struct fid_ep *ep_fid, const struct one_args *a)
+ssize_t mrl_rma_post(struct fid_ep *ep_fid, const struct mrl_rma_args *a)
 {
 	struct mrl_ep *ep = mrl_ep_of(ep_fid);
+	ssize_t ret;
 
-	if (ep->enter_slow)
-		return mrl_one_locked(ep, a->kind, a->buf, a->len, a->desc, a->addr,
-				  a->raddr, a->key, a->context, a->data,
-				  a->flags);
-	return mrl_rma_whole(ep, a, true);
-}
-
-/*
- * The peer's key hint missed: a program that writes to several of the
- * target's registrations in turn, or a key new to the fast path.  The
- * key's entry, once its keys are known for every rail, becomes the hint
- * and the fast path goes on; else the general way, which asks for them.
- * Out of line and its caller's last call, so that no argument of the
- * fast path must outlive a call.  Domain locked.
- */
-static ssize_t
-mrl_one_rekey(struct mrl_ep *ep, enum mrl_op_kind kind, void *buf, size_t len,
-	  void *desc, fi_addr_t addr, uint64_t raddr, uint64_t key,
-	  void *context, uint64_t data, uint64_t flags)
-{
-	struct one_args a = mrl_one_args_of(kind, buf, len, desc, addr, raddr, key,
-					context, data, flags);
-	struct mrl_peer *peer = mrl_av_peer(ep->av, addr);
-	const struct mrl_key_entry *entry = mrl_ctrl_key_lookup(ep, peer, key);
-	const struct mrl_mr *mr = desc;
-
-	if (entry)
-		mrl_set_key_hint(peer, entry, mr ? mr->near_mask : 0);
-	return mrl_rma_whole(ep, &a, false);
+	mrl_ep_lock(ep);
+	ret = mrl_rma_fast(ep, a);
+	if (ret == MRL_RMA_DECLINED)
+		ret = mrl_rma_general(ep, a);
+	mrl_unlock(ep->domain);
+	return ret;
 }
 
 /* The iovs' length; 0 for iovs mrl_check_rma refuses anyway. */
@@ -1314,45 +1146,41 @@ static ssize_t mrl_rma_msg(struct fid_ep *ep, enum mrl_op_kind kind,
 	};
 
 	a.len = mrl_local_len(a.iov, a.count);
-	return mrl_rma_locked(ep, &a);
+	return mrl_rma_post(ep, &a);
 }
 
-/* fi_write, fi_read and friends: one remote iov that the local iovs fill. */
-static ssize_t mrl_rma_plain(struct fid_ep *ep, enum mrl_op_kind kind,
-			 const struct iovec *iov, void **desc, size_t count,
-			 size_t len, fi_addr_t peer, uint64_t addr,
-			 uint64_t key, void *context, uint64_t data,
-			 uint64_t flags)
+/* fi_writev and fi_readv: local iovs that fill one remote range. */
+static ssize_t mrl_rma_iov(struct fid_ep *ep, enum mrl_op_kind kind,
+			   const struct iovec *iov, void **desc, size_t count,
+			   fi_addr_t peer, uint64_t addr, uint64_t key,
+			   void *context)
 {
+	size_t len = mrl_local_len(iov, count);
 	struct fi_rma_iov rma = { addr, len, key };
 	struct mrl_rma_args a = {
 		.kind = kind, .iov = iov, .desc = desc, .count = count,
 		.len = len, .addr = peer, .rma_iov = &rma, .rma_count = 1,
-		.context = context, .data = data, .flags = flags,
-	};
-
-	return mrl_rma_locked(ep, &a);
-}
-
-/* fi_writev and fi_readv: one iov takes fi_write's and fi_read's way. */
-static ssize_t mrl_rma_vec(struct fid_ep *ep, enum mrl_op_kind kind,
-		       const struct iovec *iov, void **desc, size_t count,
-		       fi_addr_t peer, uint64_t addr, uint64_t key,
-		       void *context)
-{
-	struct one_args a = {
-		.kind = kind, .addr = peer, .raddr = addr, .key = key,
 		.context = context,
 	};
 
-	if (count != 1 || !iov)
-		return mrl_rma_plain(ep, kind, iov, desc, count,
-				 mrl_local_len(iov, count), peer, addr, key, context,
-				 0, 0);
-	a.buf = iov[0].iov_base;
-	a.len = iov[0].iov_len;
-	a.desc = desc ? desc[0] : NULL;
-	return mrl_rma_one(ep, &a);
+	return mrl_rma_post(ep, &a);
+}
+
+/* fi_write, fi_writedata and fi_read: one buffer. */
+static inline __attribute__((always_inline))
+ssize_t mrl_rma_buf(struct fid_ep *ep, enum mrl_op_kind kind, void *buf,
+		    size_t len, void *desc, fi_addr_t peer, uint64_t addr,
+		    uint64_t key, void *context, uint64_t data, uint64_t flags)
+{
+	struct iovec iov = { buf, len };
+	struct fi_rma_iov rma = { addr, len, key };
+	struct mrl_rma_args a = {
+		.kind = kind, .iov = &iov, .desc = &desc, .count = 1,
+		.len = len, .addr = peer, .rma_iov = &rma, .rma_count = 1,
+		.context = context, .data = data, .flags = flags,
+	};
+
+	return mrl_rma_post(ep, &a);
 }
 
 static ssize_t mrl_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
@@ -1370,33 +1198,24 @@ static ssize_t mrl_writev(struct fid_ep *ep, const struct iovec *iov,
 			  void **desc, size_t count, fi_addr_t dest,
 			  uint64_t addr, uint64_t key, void *context)
 {
-	return mrl_rma_vec(ep, MRL_OP_WRITE, iov, desc, count, dest, addr, key, context);
+	return mrl_rma_iov(ep, MRL_OP_WRITE, iov, desc, count, dest, addr, key,
+			   context);
 }
 
 static ssize_t mrl_write(struct fid_ep *ep, const void *buf, size_t len,
 			 void *desc, fi_addr_t dest, uint64_t addr,
 			 uint64_t key, void *context)
 {
-	struct one_args a = {
-		.kind = MRL_OP_WRITE, .buf = (void *) buf, .len = len,
-		.desc = desc, .addr = dest, .raddr = addr, .key = key,
-		.context = context,
-	};
-
-	return mrl_rma_one(ep, &a);
+	return mrl_rma_buf(ep, MRL_OP_WRITE, (void *) buf, len, desc, dest, addr,
+			   key, context, 0, 0);
 }
 
 static ssize_t mrl_writedata(struct fid_ep *ep, const void *buf, size_t len,
 			     void *desc, uint64_t data, fi_addr_t dest,
 			     uint64_t addr, uint64_t key, void *context)
 {
-	struct one_args a = {
-		.kind = MRL_OP_WRITE, .buf = (void *) buf, .len = len,
-		.desc = desc, .addr = dest, .raddr = addr, .key = key,
-		.context = context, .data = data, .flags = FI_REMOTE_CQ_DATA,
-	};
-
-	return mrl_rma_one(ep, &a);
+	return mrl_rma_buf(ep, MRL_OP_WRITE, (void *) buf, len, desc, dest, addr,
+			   key, context, data, FI_REMOTE_CQ_DATA);
 }
 
 static ssize_t mrl_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
@@ -1409,19 +1228,16 @@ static ssize_t mrl_readv(struct fid_ep *ep, const struct iovec *iov,
 			 void **desc, size_t count, fi_addr_t src,
 			 uint64_t addr, uint64_t key, void *context)
 {
-	return mrl_rma_vec(ep, MRL_OP_READ, iov, desc, count, src, addr, key, context);
+	return mrl_rma_iov(ep, MRL_OP_READ, iov, desc, count, src, addr, key,
+			   context);
 }
 
 static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
 			fi_addr_t src, uint64_t addr, uint64_t key,
 			void *context)
 {
-	struct one_args a = {
-		.kind = MRL_OP_READ, .buf = buf, .len = len, .desc = desc,
-		.addr = src, .raddr = addr, .key = key, .context = context,
-	};
-
-	return mrl_rma_one(ep, &a);
+	return mrl_rma_buf(ep, MRL_OP_READ, buf, len, desc, src, addr, key,
+			   context, 0, 0);
 }
 
 /*
