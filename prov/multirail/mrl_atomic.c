@@ -12,16 +12,16 @@
 
 #include "mrl.h"
 
-enum atomic_kind { ATOMIC_WRITE, ATOMIC_FETCH, ATOMIC_COMPARE };
+enum mrl_atomic_kind { MRL_ATOMIC_WRITE, MRL_ATOMIC_FETCH, MRL_ATOMIC_COMPARE };
 
 /* The ioc arrays of one atomic, in the user's descriptors or the core's. */
-struct atomic_iocs {
+struct mrl_atomic_iocs {
 	const struct fi_ioc *iov;
 	void **desc;
 	size_t count;
 };
 
-static int mrl_check_iocs(const char *what, const struct atomic_iocs *a,
+static int mrl_check_iocs(const char *what, const struct mrl_atomic_iocs *a,
 		      bool local_mr)
 {
 	size_t i;
@@ -41,7 +41,7 @@ static int mrl_check_iocs(const char *what, const struct atomic_iocs *a,
 	return 0;
 }
 
-static void mrl_core_descs(const struct atomic_iocs *a, void **out)
+static void mrl_core_descs(const struct mrl_atomic_iocs *a, void **out)
 {
 	size_t i;
 
@@ -49,9 +49,9 @@ static void mrl_core_descs(const struct atomic_iocs *a, void **out)
 		out[i] = mrl_desc_rail(a->desc ? a->desc[i] : NULL, 0);
 }
 
-static uint64_t mrl_completion_flags(enum atomic_kind kind)
+static uint64_t mrl_completion_flags(enum mrl_atomic_kind kind)
 {
-	return FI_ATOMIC | (kind == ATOMIC_WRITE ? FI_WRITE : FI_READ);
+	return FI_ATOMIC | (kind == MRL_ATOMIC_WRITE ? FI_WRITE : FI_READ);
 }
 
 /* Rail 0's address and keys for the target side of msg. */
@@ -77,12 +77,12 @@ static int mrl_core_target(struct mrl_ep *ep, const struct fi_msg_atomic *msg,
 	return 0;
 }
 
-static ssize_t mrl_atomic_post(struct mrl_ep *ep, enum atomic_kind kind,
+static ssize_t mrl_atomic_post(struct mrl_ep *ep, enum mrl_atomic_kind kind,
 		    const struct fi_msg_atomic *msg,
-		    const struct atomic_iocs *cmp,
-		    const struct atomic_iocs *res, uint64_t flags)
+		    const struct mrl_atomic_iocs *cmp,
+		    const struct mrl_atomic_iocs *res, uint64_t flags)
 {
-	struct atomic_iocs src = { msg->msg_iov, msg->desc, msg->iov_count };
+	struct mrl_atomic_iocs src = { msg->msg_iov, msg->desc, msg->iov_count };
 	bool local_mr = ep->domain->core_mr_local;
 	void *src_desc[MRL_IOV_LIMIT], *cmp_desc[MRL_IOV_LIMIT];
 	void *res_desc[MRL_IOV_LIMIT];
@@ -113,10 +113,10 @@ static ssize_t mrl_atomic_post(struct mrl_ep *ep, enum atomic_kind kind,
 	m.rma_iov = rma;
 	m.context = &req->hdr;
 	switch (kind) {
-	case ATOMIC_WRITE:
+	case MRL_ATOMIC_WRITE:
 		ret = fi_atomicmsg(ep->rails[0].ep, &m, flags);
 		break;
-	case ATOMIC_FETCH:
+	case MRL_ATOMIC_FETCH:
 		mrl_core_descs(res, res_desc);
 		ret = fi_fetch_atomicmsg(ep->rails[0].ep, &m,
 					 (struct fi_ioc *) res->iov,
@@ -149,10 +149,10 @@ static size_t mrl_ioc_count(const struct fi_ioc *iov, size_t count)
  * The non-msg calls: one remote ioc, as many elements as the result
  * (FI_ATOMIC_READ has no source), else as the source holds.
  */
-static ssize_t mrl_post_simple(struct fid_ep *ep, enum atomic_kind kind,
+static ssize_t mrl_post_simple(struct fid_ep *ep, enum mrl_atomic_kind kind,
 			   const struct fi_ioc *iov, void **desc, size_t count,
-			   const struct atomic_iocs *cmp,
-			   const struct atomic_iocs *res, fi_addr_t dest,
+			   const struct mrl_atomic_iocs *cmp,
+			   const struct mrl_atomic_iocs *res, fi_addr_t dest,
 			   uint64_t addr, uint64_t key,
 			   enum fi_datatype datatype, enum fi_op op,
 			   void *context)
@@ -175,7 +175,7 @@ static ssize_t mrl_post_simple(struct fid_ep *ep, enum atomic_kind kind,
 static ssize_t mrl_atomicmsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
 			     uint64_t flags)
 {
-	return mrl_atomic_post(mrl_ep_of(ep), ATOMIC_WRITE, msg, NULL, NULL, flags);
+	return mrl_atomic_post(mrl_ep_of(ep), MRL_ATOMIC_WRITE, msg, NULL, NULL, flags);
 }
 
 static ssize_t mrl_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
@@ -184,7 +184,7 @@ static ssize_t mrl_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
 			   enum fi_datatype datatype, enum fi_op op,
 			   void *context)
 {
-	return mrl_post_simple(ep, ATOMIC_WRITE, iov, desc, count, NULL, NULL,
+	return mrl_post_simple(ep, MRL_ATOMIC_WRITE, iov, desc, count, NULL, NULL,
 			   dest, addr, key, datatype, op, context);
 }
 
@@ -229,9 +229,9 @@ static ssize_t mrl_fetch_atomicmsg(struct fid_ep *ep,
 				   struct fi_ioc *resultv, void **result_desc,
 				   size_t result_count, uint64_t flags)
 {
-	struct atomic_iocs res = { resultv, result_desc, result_count };
+	struct mrl_atomic_iocs res = { resultv, result_desc, result_count };
 
-	return mrl_atomic_post(mrl_ep_of(ep), ATOMIC_FETCH, msg, NULL, &res, flags);
+	return mrl_atomic_post(mrl_ep_of(ep), MRL_ATOMIC_FETCH, msg, NULL, &res, flags);
 }
 
 static ssize_t mrl_fetch_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
@@ -242,9 +242,9 @@ static ssize_t mrl_fetch_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
 				 enum fi_datatype datatype, enum fi_op op,
 				 void *context)
 {
-	struct atomic_iocs res = { resultv, result_desc, result_count };
+	struct mrl_atomic_iocs res = { resultv, result_desc, result_count };
 
-	return mrl_post_simple(ep, ATOMIC_FETCH, iov, desc, count, NULL, &res,
+	return mrl_post_simple(ep, MRL_ATOMIC_FETCH, iov, desc, count, NULL, &res,
 			   dest, addr, key, datatype, op, context);
 }
 
@@ -272,10 +272,10 @@ static ssize_t mrl_compare_atomicmsg(struct fid_ep *ep,
 				     void **result_desc, size_t result_count,
 				     uint64_t flags)
 {
-	struct atomic_iocs cmp = { comparev, compare_desc, compare_count };
-	struct atomic_iocs res = { resultv, result_desc, result_count };
+	struct mrl_atomic_iocs cmp = { comparev, compare_desc, compare_count };
+	struct mrl_atomic_iocs res = { resultv, result_desc, result_count };
 
-	return mrl_atomic_post(mrl_ep_of(ep), ATOMIC_COMPARE, msg, &cmp, &res, flags);
+	return mrl_atomic_post(mrl_ep_of(ep), MRL_ATOMIC_COMPARE, msg, &cmp, &res, flags);
 }
 
 static ssize_t mrl_compare_atomicv(struct fid_ep *ep,
@@ -288,10 +288,10 @@ static ssize_t mrl_compare_atomicv(struct fid_ep *ep,
 				   enum fi_datatype datatype, enum fi_op op,
 				   void *context)
 {
-	struct atomic_iocs cmp = { comparev, compare_desc, compare_count };
-	struct atomic_iocs res = { resultv, result_desc, result_count };
+	struct mrl_atomic_iocs cmp = { comparev, compare_desc, compare_count };
+	struct mrl_atomic_iocs res = { resultv, result_desc, result_count };
 
-	return mrl_post_simple(ep, ATOMIC_COMPARE, iov, desc, count, &cmp, &res,
+	return mrl_post_simple(ep, MRL_ATOMIC_COMPARE, iov, desc, count, &cmp, &res,
 			   dest, addr, key, datatype, op, context);
 }
 

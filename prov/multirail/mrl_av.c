@@ -22,7 +22,7 @@
 #include "mrl.h"
 
 /* Room for any address an AV keeps of a name in MRL_ADDR_CTRL_DELTA form */
-#define EXPANDED_MAX	(sizeof(struct mrl_addr_hdr) + 2 * MRL_ADDR_DELTA_MAX)
+#define MRL_EXPANDED_MAX	(sizeof(struct mrl_addr_hdr) + 2 * MRL_ADDR_DELTA_MAX)
 
 /* A checked address as the AV keeps it: the delta form expanded in buf. */
 static const void *mrl_kept_form(const void *addr, uint8_t *buf)
@@ -772,7 +772,7 @@ static int mrl_insert_batch(struct mrl_av *av, const char *p, size_t count,
 			    fi_addr_t *fi_addr)
 {
 	size_t first = av->nall, alen = 0, i, off;
-	uint8_t expanded[EXPANDED_MAX], *buf = NULL;
+	uint8_t expanded[MRL_EXPANDED_MAX], *buf = NULL;
 	fi_addr_t *out = NULL, dummy;
 	const void *a;
 	struct mrl_peer *peer;
@@ -824,7 +824,7 @@ static int mrl_av_insert(struct fid_av *av_fid, const void *addr,
 			 void *context)
 {
 	struct mrl_av *av = mrl_to_av(av_fid);
-	uint8_t expanded[EXPANDED_MAX];
+	uint8_t expanded[MRL_EXPANDED_MAX];
 	const char *p = addr;
 	fi_addr_t dummy;
 	size_t i, off = 0;

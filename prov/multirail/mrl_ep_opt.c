@@ -56,9 +56,9 @@ _Static_assert((int) MRL_OPT_CUDA_API_PERMITTED ==
 #endif
 
 /* The largest value of an option saved to be set back (a size_t, a bool). */
-#define OPT_SAVE_MAX	16
+#define MRL_OPT_SAVE_MAX	16
 
-enum mrl_opt_scope { OPT_EVERY_RAIL, OPT_RAIL0, OPT_STRIPING_BREAKS };
+enum mrl_opt_scope { MRL_OPT_EVERY_RAIL, MRL_OPT_RAIL0, MRL_OPT_STRIPING_BREAKS };
 
 static enum mrl_opt_scope mrl_opt_scope(const struct mrl_ep *ep, int name,
 				const void *val, size_t len)
@@ -76,13 +76,13 @@ static enum mrl_opt_scope mrl_opt_scope(const struct mrl_ep *ep, int name,
 	case MRL_OPT_INJECT_ATOMIC_SIZE:
 	case MRL_OPT_EFA_EMULATED_ATOMICS:
 	case MRL_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES:
-		return OPT_RAIL0;
+		return MRL_OPT_RAIL0;
 	case MRL_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:
 		return ep->nrails > 1 && len == sizeof(bool) && val &&
-		       *(const bool *) val ? OPT_STRIPING_BREAKS :
-		       OPT_EVERY_RAIL;
+		       *(const bool *) val ? MRL_OPT_STRIPING_BREAKS :
+		       MRL_OPT_EVERY_RAIL;
 	default:
-		return OPT_EVERY_RAIL;
+		return MRL_OPT_EVERY_RAIL;
 	}
 }
 
@@ -124,7 +124,7 @@ static int mrl_set_rail0(struct mrl_ep *ep, int name, const void *val,
 static int mrl_set_every_rail(struct mrl_ep *ep, int name, const void *val,
 			  size_t len)
 {
-	uint8_t old[MRL_MAX_RAILS + 1][OPT_SAVE_MAX];
+	uint8_t old[MRL_MAX_RAILS + 1][MRL_OPT_SAVE_MAX];
 	size_t oldlen[MRL_MAX_RAILS + 1];
 	int n = mrl_ep_ncore(ep), i, j, ret = 0;
 
@@ -170,10 +170,10 @@ int mrl_ep_setopt(fid_t fid, int level, int name, const void *val,
 		return -FI_ENOPROTOOPT;
 	mrl_ep_lock(ep);
 	switch (mrl_opt_scope(ep, name, val, len)) {
-	case OPT_RAIL0:
+	case MRL_OPT_RAIL0:
 		ret = mrl_set_rail0(ep, name, val, len);
 		break;
-	case OPT_STRIPING_BREAKS:
+	case MRL_OPT_STRIPING_BREAKS:
 		MRL_WARN_ONCE(FI_LOG_EP_CTRL, "FI_OPT_EFA_WRITE_IN_ORDER_"
 			      "ALIGNED_128_BYTES: writes striped over %d rails "
 			      "land in no order\n", ep->nrails);
@@ -188,7 +188,7 @@ int mrl_ep_setopt(fid_t fid, int level, int name, const void *val,
 }
 
 /* A bool option's value for the endpoint from every rail's, by its kind. */
-enum mrl_bool_kind { NOT_BOOL, PROMISE, PERMISSION };
+enum mrl_bool_kind { MRL_BOOL_NOT_BOOL, MRL_BOOL_PROMISE, MRL_BOOL_PERMISSION };
 
 static enum mrl_bool_kind mrl_bool_kind(int name)
 {
@@ -196,20 +196,20 @@ static enum mrl_bool_kind mrl_bool_kind(int name)
 	case MRL_OPT_EFA_USE_DEVICE_RDMA:
 	case MRL_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES:
 	case MRL_OPT_EFA_HOMOGENEOUS_PEERS:
-		return PROMISE;
+		return MRL_BOOL_PROMISE;
 	case MRL_OPT_CUDA_API_PERMITTED:
 	case MRL_OPT_SHARED_MEMORY_PERMITTED:
 	case MRL_OPT_EFA_EMULATED_READ:
 	case MRL_OPT_EFA_EMULATED_WRITE:
-		return PERMISSION;
+		return MRL_BOOL_PERMISSION;
 	default:
-		return NOT_BOOL;
+		return MRL_BOOL_NOT_BOOL;
 	}
 }
 
 static int mrl_get_combined(struct mrl_ep *ep, int name, bool *val)
 {
-	bool promise = mrl_bool_kind(name) == PROMISE, one;
+	bool promise = mrl_bool_kind(name) == MRL_BOOL_PROMISE, one;
 	size_t len;
 	int i, ret;
 
@@ -233,8 +233,8 @@ int mrl_ep_getopt(fid_t fid, int level, int name, void *val, size_t *len)
 		return -FI_ENOPROTOOPT;
 	mrl_ep_lock(ep);
 	ret = fi_getopt(&ep->rails[0].ep->fid, level, name, val, len);
-	if (!ret && *len == sizeof(bool) && mrl_bool_kind(name) != NOT_BOOL &&
-	    mrl_opt_scope(ep, name, NULL, 0) == OPT_EVERY_RAIL)
+	if (!ret && *len == sizeof(bool) && mrl_bool_kind(name) != MRL_BOOL_NOT_BOOL &&
+	    mrl_opt_scope(ep, name, NULL, 0) == MRL_OPT_EVERY_RAIL)
 		ret = mrl_get_combined(ep, name, val);
 	if (!ret && name == MRL_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES &&
 	    *len == sizeof(bool) && ep->nrails > 1)

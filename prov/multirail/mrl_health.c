@@ -81,7 +81,7 @@ static struct mrl_peer_health *mrl_health_of(struct mrl_ep *ep,
 	return peer->health;
 }
 
-struct narrow_arg {
+struct mrl_narrow_arg {
 	struct mrl_ep *ep;
 	struct mrl_peer *peer;
 	uint32_t keep;
@@ -90,7 +90,7 @@ struct narrow_arg {
 /* An op left with no rail fails, unless it can wait for keys (parked). */
 static void mrl_narrow_op(struct mrl_op *op, void *arg)
 {
-	const struct narrow_arg *n = arg;
+	const struct mrl_narrow_arg *n = arg;
 
 	if (op->peer != n->peer)
 		return;
@@ -127,7 +127,7 @@ static uint64_t mrl_backoff_ns(const struct mrl_peer_health *h, int rail)
 static void mrl_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 		      const char *why)
 {
-	struct narrow_arg n = { ep, peer, ~mrl_rail_bit(rail) };
+	struct mrl_narrow_arg n = { ep, peer, ~mrl_rail_bit(rail) };
 	struct mrl_peer_health *h = mrl_health_of(ep, peer);
 	uint32_t all = mrl_all_rails(peer);
 	/* the endpoint that probes the peer keeps the counts */
@@ -312,14 +312,14 @@ void mrl_health_note_target(struct mrl_peer *peer, int nrails,
 	}
 }
 
-struct stall {
+struct mrl_stall {
 	struct mrl_ep *ep;
 	int rail;
 	uint64_t quiet_ns;	/* since the rail's last completion */
 };
 
 /* Has peer been silent on the stalled rail past its deadline? */
-static bool mrl_stalled_for(const struct stall *s, const struct mrl_peer *peer)
+static bool mrl_stalled_for(const struct mrl_stall *s, const struct mrl_peer *peer)
 {
 	return !(peer->rails_down & mrl_rail_bit(s->rail)) &&
 	       mrl_past_deadline(s->ep, peer, s->rail, s->quiet_ns);
@@ -332,7 +332,7 @@ static bool mrl_stuck_chunk(const struct mrl_chunk *chunk, void *arg)
 }
 
 /* mrl_rail_down's reason for a stall: what did not complete, by which rule */
-static void mrl_stall_down(const struct stall *s, struct mrl_peer *peer,
+static void mrl_stall_down(const struct mrl_stall *s, struct mrl_peer *peer,
 		       const char *what)
 {
 	char why[128];
@@ -351,7 +351,7 @@ static void mrl_stall_down(const struct stall *s, struct mrl_peer *peer,
  * (their bytes left), and a message that overtook them could tell the
  * target to read bytes not yet there.
  */
-static void mrl_fences_stuck(const struct stall *s)
+static void mrl_fences_stuck(const struct mrl_stall *s)
 {
 	struct mrl_av *av = s->ep->av;
 	struct mrl_peer *peer;
@@ -469,7 +469,7 @@ static void mrl_reset_held(struct mrl_ep *ep, int rail)
 }
 
 /* A flush behind a writedata's WRITE_DATA stuck there: as a fence. */
-static void mrl_flushes_stuck(const struct stall *s)
+static void mrl_flushes_stuck(const struct mrl_stall *s)
 {
 	struct mrl_peer *peer;
 	size_t it = 0;
@@ -492,7 +492,7 @@ static void mrl_watch_rail(struct mrl_ep *ep, int rail)
 	struct mrl_ep_rail *r = &ep->rails[rail];
 	const struct mrl_rail_credit *rc = &ep->engine.rail[rail];
 	uint64_t done = rc->completions + r->fences_done;
-	struct stall s = { ep, rail, 0 };
+	struct mrl_stall s = { ep, rail, 0 };
 	struct mrl_chunk *chunk;
 
 	if (!(rc->inflight || r->fences)) {

@@ -381,7 +381,7 @@ static void *mrl_build_addr(const struct fi_info **rails, int n,
 }
 
 /* The rails of one fi_info: the core entries and our names for them. */
-struct rail_set {
+struct mrl_rail_set {
 	int n;
 	const struct fi_info *core[MRL_MAX_RAILS];
 	/* rail 0's unaddressed entry: an addressed query's may show fewer
@@ -393,7 +393,7 @@ struct rail_set {
 
 static int mrl_collect_rails(const struct fi_info *all, const struct fi_info *first,
 			 const struct fi_info *hints, const char *core_name,
-			 uint64_t flags, struct rail_set *set)
+			 uint64_t flags, struct mrl_rail_set *set)
 {
 	char **names = NULL, core[256];
 	uint32_t format;
@@ -438,7 +438,7 @@ static int mrl_collect_rails(const struct fi_info *all, const struct fi_info *fi
 }
 
 /* One fi_info over the rails of set that are in mask. */
-static int mrl_make_entry(const struct rail_set *set, uint32_t mask,
+static int mrl_make_entry(const struct mrl_rail_set *set, uint32_t mask,
 		      const struct fi_info *first, const struct fi_info *hints,
 		      const char *core_name, const char *entry, uint64_t flags,
 		      struct fi_info **info)
@@ -494,7 +494,7 @@ static int mrl_make_entry(const struct rail_set *set, uint32_t mask,
  * first fi_info gets the right NICs.  Not for addressed queries, whose
  * rail 0 is the NIC the address names.
  */
-static uint32_t mrl_near_process(const struct rail_set *set,
+static uint32_t mrl_near_process(const struct mrl_rail_set *set,
 			     const struct fi_info *first,
 			     const struct fi_info *hints)
 {
@@ -522,7 +522,7 @@ static int mrl_build_set(const struct fi_info *all, const struct fi_info *first,
 		     const struct fi_info *hints, const char *core_name,
 		     const char *entry, uint64_t flags, struct fi_info **info)
 {
-	struct rail_set *set = calloc(1, sizeof(*set));
+	struct mrl_rail_set *set = calloc(1, sizeof(*set));
 	struct fi_info *near = NULL;
 	uint32_t mask;
 	int ret;

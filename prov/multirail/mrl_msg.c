@@ -69,7 +69,7 @@ void mrl_msg_fini(struct mrl_ep *ep)
 	ep->msg_reqs = NULL;
 }
 
-struct msg_args {
+struct mrl_msg_args {
 	const struct iovec *iov;
 	void **desc;
 	size_t count;
@@ -79,7 +79,7 @@ struct msg_args {
 	bool tagged, tx;
 };
 
-static int mrl_check_args(struct mrl_ep *ep, const struct msg_args *a)
+static int mrl_check_args(struct mrl_ep *ep, const struct mrl_msg_args *a)
 {
 	size_t i, limit = a->tx ? ep->tx_iov_limit : ep->rx_iov_limit;
 
@@ -179,7 +179,7 @@ ssize_t mrl_msg_req_posted(struct mrl_ep *ep, struct mrl_msg_req *req,
  * A send that writes before it may not have landed for (mrl_fence.c): it
  * completes with -FI_EIO and nothing goes.  Domain locked.
  */
-static ssize_t mrl_send_lost(struct mrl_ep *ep, const struct msg_args *a)
+static ssize_t mrl_send_lost(struct mrl_ep *ep, const struct mrl_msg_args *a)
 {
 	mrl_assert_locked(ep->domain);
 	uint64_t kind = FI_SEND | (a->tagged ? FI_TAGGED : FI_MSG);
@@ -197,7 +197,7 @@ static ssize_t mrl_send_lost(struct mrl_ep *ep, const struct msg_args *a)
  * with the request.  *a then names the copy.
  */
 static int mrl_send_from_copy(struct mrl_ep *ep, struct mrl_msg_req *req,
-			  struct msg_args *a, struct iovec *iov, void **desc)
+			  struct mrl_msg_args *a, struct iovec *iov, void **desc)
 {
 	size_t len = mrl_iov_len(a->iov, a->count), off = 0, i;
 	const struct mrl_mr *mr;
@@ -239,10 +239,10 @@ static int mrl_send_from_copy(struct mrl_ep *ep, struct mrl_msg_req *req,
 	return 0;
 }
 
-static ssize_t mrl_msg_post(struct mrl_ep *ep, const struct msg_args *args)
+static ssize_t mrl_msg_post(struct mrl_ep *ep, const struct mrl_msg_args *args)
 {
 	struct fid_ep *core = ep->rails[0].ep;
-	struct msg_args copied = *args, *a = &copied;
+	struct mrl_msg_args copied = *args, *a = &copied;
 	struct iovec copy_iov;
 	void *desc[MRL_IOV_LIMIT];
 	struct mrl_peer *peer = NULL;
@@ -362,7 +362,7 @@ void mrl_msg_complete(struct mrl_ep *ep, struct mrl_msg_req *req,
 static ssize_t mrl_recvmsg(struct fid_ep *ep, const struct fi_msg *msg,
 			   uint64_t flags)
 {
-	struct msg_args a = {
+	struct mrl_msg_args a = {
 		.iov = msg->msg_iov, .desc = msg->desc, .count = msg->iov_count,
 		.addr = msg->addr, .context = msg->context, .flags = flags,
 	};
@@ -390,7 +390,7 @@ static ssize_t mrl_recv(struct fid_ep *ep, void *buf, size_t len, void *desc,
 static ssize_t mrl_sendmsg(struct fid_ep *ep, const struct fi_msg *msg,
 			   uint64_t flags)
 {
-	struct msg_args a = {
+	struct mrl_msg_args a = {
 		.iov = msg->msg_iov, .desc = msg->desc, .count = msg->iov_count,
 		.addr = msg->addr, .context = msg->context, .flags = flags,
 		.data = msg->data, .tx = true,
@@ -499,7 +499,7 @@ struct fi_ops_msg mrl_msg_ops = {
 static ssize_t mrl_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
 			    uint64_t flags)
 {
-	struct msg_args a = {
+	struct mrl_msg_args a = {
 		.iov = msg->msg_iov, .desc = msg->desc, .count = msg->iov_count,
 		.addr = msg->addr, .context = msg->context, .flags = flags,
 		.tag = msg->tag, .ignore = msg->ignore, .tagged = true,
@@ -532,7 +532,7 @@ static ssize_t mrl_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc,
 static ssize_t mrl_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
 			    uint64_t flags)
 {
-	struct msg_args a = {
+	struct mrl_msg_args a = {
 		.iov = msg->msg_iov, .desc = msg->desc, .count = msg->iov_count,
 		.addr = msg->addr, .context = msg->context, .flags = flags,
 		.tag = msg->tag, .data = msg->data, .tagged = true, .tx = true,

@@ -60,7 +60,7 @@ static const struct mrl_engine_ops engine_ops = {
 };
 
 /* Per-op rail keys live beside the request, in the same pool slot. */
-struct rma_slot {
+struct mrl_rma_slot {
 	struct mrl_rma_req req;
 	uint64_t key;			/* the user's key */
 	int key_rails;			/* rails keyv[] covers */
@@ -71,9 +71,9 @@ struct rma_slot {
 	uint32_t local_near;		/* rails nearest our buffer; 0: any */
 };
 
-static struct rma_slot *mrl_slot_of(struct mrl_op *op)
+static struct mrl_rma_slot *mrl_slot_of(struct mrl_op *op)
 {
-	return mrl_container_of(op, struct rma_slot, req.op);
+	return mrl_container_of(op, struct mrl_rma_slot, req.op);
 }
 
 int mrl_rma_init(struct mrl_ep *ep)
@@ -86,7 +86,7 @@ int mrl_rma_init(struct mrl_ep *ep)
 		.fill_bytes = MRL_FILL_BYTES,
 		.fill_adapt = true,
 	};
-	struct rma_slot *slots;
+	struct mrl_rma_slot *slots;
 	size_t i, n = ep->domain->rails[0].info->tx_attr->size;
 	int ret;
 
@@ -453,7 +453,7 @@ static const struct mrl_sched_params *mrl_op_sched(const struct mrl_ep *ep,
  * The op also tells probes where the peer's memory is now.
  */
 static uint32_t mrl_usable_rails(struct mrl_peer *peer, uint32_t rails,
-			     const struct rma_slot *slot,
+			     const struct mrl_rma_slot *slot,
 			     const struct mrl_rma_args *a)
 {
 	uint32_t keyed = mrl_rail_mask(slot->key_rails) & ~peer->rails_down;
@@ -504,7 +504,7 @@ static void mrl_op_init(struct mrl_ep *ep, struct mrl_op *op,
  * us; and the peer told of the rails it is about to receive on.
  */
 static uint32_t mrl_op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
-			 struct rma_slot *slot, const struct mrl_rma_args *a,
+			 struct mrl_rma_slot *slot, const struct mrl_rma_args *a,
 			 uint32_t remote_near)
 {
 	uint32_t rails;
@@ -526,7 +526,7 @@ static uint32_t mrl_op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
  * to be opened the op waits (mrl_ctrl_await_rails).
  */
 static bool mrl_wait_for_rails(struct mrl_ep *ep, struct mrl_peer *peer,
-			   const struct rma_slot *slot, uint32_t remote_near)
+			   const struct mrl_rma_slot *slot, uint32_t remote_near)
 {
 	uint32_t rails;
 
@@ -643,7 +643,7 @@ static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	const struct mrl_sched_params *sched;
 	struct mrl_rma_req *req;
 	uint32_t rails, remote_near = 0;
-	struct rma_slot *slot;
+	struct mrl_rma_slot *slot;
 	size_t chunk;
 	int nrails;
 
@@ -659,7 +659,7 @@ static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 		mrl_ep_progress(ep);
 		return -FI_EAGAIN;
 	}
-	slot = mrl_container_of(req, struct rma_slot, req);
+	slot = mrl_container_of(req, struct mrl_rma_slot, req);
 	nrails = mrl_resolve_keys(ep, peer, a->rma_iov->key, slot->keys,
 			      &slot->keyv, &remote_near);
 	if (nrails < 0)
@@ -715,7 +715,7 @@ static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
  * not at all.
  */
 /* Where a walk over the local iovs stands. */
-struct sg_cursor {
+struct mrl_sg_cursor {
 	size_t iov;
 	size_t off;
 };
@@ -724,7 +724,7 @@ struct sg_cursor {
  * The next piece of remote range [.., left bytes) from the local iovs at
  * cur: its iovs in iov/desc (at most MRL_IOV_LIMIT), its length returned.
  */
-static size_t mrl_sg_next_piece(const struct mrl_rma_args *a, struct sg_cursor *cur,
+static size_t mrl_sg_next_piece(const struct mrl_rma_args *a, struct mrl_sg_cursor *cur,
 			    size_t left, struct iovec *iov, void **desc,
 			    size_t *n)
 {
@@ -755,7 +755,7 @@ static size_t mrl_sg_walk(struct mrl_ep *ep, const struct mrl_rma_args *a,
 		      struct mrl_peer *peer, struct mrl_rma_req *sg,
 		      uint64_t piece_flags)
 {
-	struct sg_cursor cur = { 0, 0 };
+	struct mrl_sg_cursor cur = { 0, 0 };
 	struct iovec iov[MRL_IOV_LIMIT];
 	void *desc[MRL_IOV_LIMIT];
 	struct fi_rma_iov rma;
@@ -949,7 +949,7 @@ static ssize_t mrl_rma_general(struct mrl_ep *ep, const struct mrl_rma_args *a)
  */
 static inline __attribute__((always_inline)) const uint64_t *
 mrl_fast_keys(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
-	      struct rma_slot *slot, const struct mrl_mr *mr, uint32_t *rails,
+	      struct mrl_rma_slot *slot, const struct mrl_mr *mr, uint32_t *rails,
 	      bool *tell)
 {
 	const struct mrl_key_entry *entry;
@@ -1317,7 +1317,7 @@ struct fi_ops_rma mrl_rma_ops = {
 	.injectdata = mrl_inject_writedata,
 };
 
-struct keys_learned {
+struct mrl_keys_learned {
 	struct mrl_peer *peer;
 	const struct mrl_key_entry *entry;
 };
@@ -1337,7 +1337,7 @@ static int mrl_rails_of_entry(const struct mrl_peer *peer,
 static uint32_t mrl_keyed_rails(struct mrl_op *op, const struct mrl_peer *peer,
 			    const struct mrl_key_entry *entry)
 {
-	struct rma_slot *slot = mrl_slot_of(op);
+	struct mrl_rma_slot *slot = mrl_slot_of(op);
 	int n = mrl_rails_of_entry(peer, entry);
 	uint32_t in_service = mrl_rail_mask(n) & ~peer->rails_down;
 	uint32_t open = in_service & ~peer->rails_closed;
@@ -1355,8 +1355,8 @@ static uint32_t mrl_keyed_rails(struct mrl_op *op, const struct mrl_peer *peer,
 
 static void mrl_widen_op(struct mrl_op *op, void *arg)
 {
-	const struct keys_learned *kl = arg;
-	struct rma_slot *slot = mrl_slot_of(op);
+	const struct mrl_keys_learned *kl = arg;
+	struct mrl_rma_slot *slot = mrl_slot_of(op);
 	uint32_t rails;
 
 	if (op->peer != kl->peer || slot->key != kl->entry->key ||
@@ -1368,15 +1368,15 @@ static void mrl_widen_op(struct mrl_op *op, void *arg)
 		op->rail_mask = rails;
 }
 
-struct rails_opened {
+struct mrl_rails_opened {
 	struct mrl_ep *ep;
 	struct mrl_peer *peer;
 };
 
 static void mrl_widen_to_opened(struct mrl_op *op, void *arg)
 {
-	const struct rails_opened *ro = arg;
-	struct rma_slot *slot = mrl_slot_of(op);
+	const struct mrl_rails_opened *ro = arg;
+	struct mrl_rma_slot *slot = mrl_slot_of(op);
 	const struct mrl_key_entry *entry;
 	uint32_t rails;
 
@@ -1399,7 +1399,7 @@ static void mrl_widen_to_opened(struct mrl_op *op, void *arg)
  */
 void mrl_rma_rails_opened(struct mrl_ep *ep, struct mrl_peer *peer)
 {
-	struct rails_opened ro = { ep, peer };
+	struct mrl_rails_opened ro = { ep, peer };
 
 	mrl_engine_for_each_pending(&ep->engine, mrl_widen_to_opened, &ro);
 }
@@ -1416,7 +1416,7 @@ static void mrl_unpark(struct mrl_op *op, uint32_t rails)
 
 static void mrl_unpark_op(struct mrl_op *op, void *arg)
 {
-	const struct keys_learned *kl = arg;
+	const struct mrl_keys_learned *kl = arg;
 
 	if (op->parked && op->peer == kl->peer &&
 	    mrl_slot_of(op)->key == kl->entry->key)
@@ -1427,7 +1427,7 @@ static void mrl_unpark_op(struct mrl_op *op, void *arg)
 void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 			  const struct mrl_key_entry *entry)
 {
-	struct keys_learned kl = { peer, entry };
+	struct mrl_keys_learned kl = { peer, entry };
 
 	MRL_DBG(FI_LOG_EP_DATA, "key 0x%lx reaches %d rail(s)\n",
 		(unsigned long) entry->key, entry->nrails);
@@ -1449,7 +1449,7 @@ void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 bool mrl_rma_park(struct mrl_ep *ep, struct mrl_op *op)
 {
 	mrl_assert_locked(ep->domain);
-	struct rma_slot *slot = mrl_slot_of(op);
+	struct mrl_rma_slot *slot = mrl_slot_of(op);
 	struct mrl_peer *peer = op->peer;
 	const struct mrl_key_entry *e;
 
@@ -1464,7 +1464,7 @@ bool mrl_rma_park(struct mrl_ep *ep, struct mrl_op *op)
 	return true;
 }
 
-struct park_review {
+struct mrl_park_review {
 	struct mrl_ep *ep;
 	bool any;
 };
@@ -1476,7 +1476,7 @@ struct park_review {
  */
 static void mrl_review_parked(struct mrl_op *op, void *arg)
 {
-	struct park_review *pr = arg;
+	struct mrl_park_review *pr = arg;
 	struct mrl_peer *peer = op->peer;
 	const struct mrl_key_entry *e;
 
@@ -1497,7 +1497,7 @@ static void mrl_review_parked(struct mrl_op *op, void *arg)
 /* The health tick, while ops are parked. */
 void mrl_rma_parked_tick(struct mrl_ep *ep)
 {
-	struct park_review pr = { ep, false };
+	struct mrl_park_review pr = { ep, false };
 
 	mrl_engine_for_each_op(&ep->engine, mrl_review_parked, &pr);
 	ep->parked_ops = pr.any;
