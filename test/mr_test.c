@@ -297,8 +297,14 @@ static void many_keys(struct mrl_domain *dom)
 	check(mrs && !ret, "%d registrations: %d", MANY, ret);
 	if (!mrs || ret)
 		return;
+	/*
+	 * 100 keys stay in the first-level cache and 10000 do not, and a
+	 * debug build (-O0) doubles the cost of each: a walk over the
+	 * registrations would take microseconds at 10000 (a hundred times
+	 * the 100's), so the bound leaves room for the caches alone.
+	 */
 	many = find_ns(dom, mrs, MANY);
-	check(many <= 2 * few || many < 100,
+	check(many <= 4 * few || many < 1000,
 	      "a key found in %.0f ns among %d registrations, %.0f among %d",
 	      many, MANY, few, FEW);
 	for (i = 0; i < MANY; i++)
