@@ -964,8 +964,9 @@ static inline void mrl_rma_req_push(struct mrl_rma_req **top,
 /*
  * An RMA op's one completion (the engine's op_done): the user's counter
  * and CQ entry, this one honouring FI_SELECTIVE_COMPLETION (an error's
- * not), then its request back to the pool.  Domain locked.  Every op
- * comes here: inline in progress, errors out of line.
+ * not), then its request back to the pool.  Domain locked (its CQ write
+ * asserts it).  Every op comes here: inline in progress, errors out of
+ * line.
  */
 static inline __attribute__((always_inline))
 void mrl_rma_done(void *owner, struct mrl_op *op, int err)

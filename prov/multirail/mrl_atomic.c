@@ -22,7 +22,7 @@ struct mrl_atomic_iocs {
 };
 
 static int mrl_check_iocs(const char *what, const struct mrl_atomic_iocs *a,
-		      bool local_mr)
+			  bool local_mr)
 {
 	size_t i;
 
@@ -56,7 +56,7 @@ static uint64_t mrl_completion_flags(enum mrl_atomic_kind kind)
 
 /* Rail 0's address and keys for the target side of msg. */
 static int mrl_core_target(struct mrl_ep *ep, const struct fi_msg_atomic *msg,
-		       fi_addr_t *addr, struct fi_rma_ioc *rma)
+			   fi_addr_t *addr, struct fi_rma_ioc *rma)
 {
 	size_t i;
 	int ret;
@@ -78,11 +78,13 @@ static int mrl_core_target(struct mrl_ep *ep, const struct fi_msg_atomic *msg,
 }
 
 static ssize_t mrl_atomic_post(struct mrl_ep *ep, enum mrl_atomic_kind kind,
-		    const struct fi_msg_atomic *msg,
-		    const struct mrl_atomic_iocs *cmp,
-		    const struct mrl_atomic_iocs *res, uint64_t flags)
+			       const struct fi_msg_atomic *msg,
+			       const struct mrl_atomic_iocs *cmp,
+			       const struct mrl_atomic_iocs *res,
+			       uint64_t flags)
 {
-	struct mrl_atomic_iocs src = { msg->msg_iov, msg->desc, msg->iov_count };
+	struct mrl_atomic_iocs src = { msg->msg_iov, msg->desc,
+				       msg->iov_count };
 	bool local_mr = ep->domain->core_mr_local;
 	void *src_desc[MRL_IOV_LIMIT], *cmp_desc[MRL_IOV_LIMIT];
 	void *res_desc[MRL_IOV_LIMIT];
@@ -150,12 +152,12 @@ static size_t mrl_ioc_count(const struct fi_ioc *iov, size_t count)
  * (FI_ATOMIC_READ has no source), else as the source holds.
  */
 static ssize_t mrl_post_simple(struct fid_ep *ep, enum mrl_atomic_kind kind,
-			   const struct fi_ioc *iov, void **desc, size_t count,
-			   const struct mrl_atomic_iocs *cmp,
-			   const struct mrl_atomic_iocs *res, fi_addr_t dest,
-			   uint64_t addr, uint64_t key,
-			   enum fi_datatype datatype, enum fi_op op,
-			   void *context)
+			       const struct fi_ioc *iov, void **desc,
+			       size_t count, const struct mrl_atomic_iocs *cmp,
+			       const struct mrl_atomic_iocs *res,
+			       fi_addr_t dest, uint64_t addr, uint64_t key,
+			       enum fi_datatype datatype, enum fi_op op,
+			       void *context)
 {
 	struct fi_rma_ioc rma = {
 		addr, res ? mrl_ioc_count(res->iov, res->count) :
@@ -175,7 +177,8 @@ static ssize_t mrl_post_simple(struct fid_ep *ep, enum mrl_atomic_kind kind,
 static ssize_t mrl_atomicmsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
 			     uint64_t flags)
 {
-	return mrl_atomic_post(mrl_ep_of(ep), MRL_ATOMIC_WRITE, msg, NULL, NULL, flags);
+	return mrl_atomic_post(mrl_ep_of(ep), MRL_ATOMIC_WRITE, msg, NULL, NULL,
+			       flags);
 }
 
 static ssize_t mrl_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
@@ -184,8 +187,8 @@ static ssize_t mrl_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
 			   enum fi_datatype datatype, enum fi_op op,
 			   void *context)
 {
-	return mrl_post_simple(ep, MRL_ATOMIC_WRITE, iov, desc, count, NULL, NULL,
-			   dest, addr, key, datatype, op, context);
+	return mrl_post_simple(ep, MRL_ATOMIC_WRITE, iov, desc, count, NULL,
+			       NULL, dest, addr, key, datatype, op, context);
 }
 
 static ssize_t mrl_atomic(struct fid_ep *ep, const void *buf, size_t count,
@@ -231,7 +234,8 @@ static ssize_t mrl_fetch_atomicmsg(struct fid_ep *ep,
 {
 	struct mrl_atomic_iocs res = { resultv, result_desc, result_count };
 
-	return mrl_atomic_post(mrl_ep_of(ep), MRL_ATOMIC_FETCH, msg, NULL, &res, flags);
+	return mrl_atomic_post(mrl_ep_of(ep), MRL_ATOMIC_FETCH, msg, NULL, &res,
+			       flags);
 }
 
 static ssize_t mrl_fetch_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
@@ -244,8 +248,8 @@ static ssize_t mrl_fetch_atomicv(struct fid_ep *ep, const struct fi_ioc *iov,
 {
 	struct mrl_atomic_iocs res = { resultv, result_desc, result_count };
 
-	return mrl_post_simple(ep, MRL_ATOMIC_FETCH, iov, desc, count, NULL, &res,
-			   dest, addr, key, datatype, op, context);
+	return mrl_post_simple(ep, MRL_ATOMIC_FETCH, iov, desc, count, NULL,
+			       &res, dest, addr, key, datatype, op, context);
 }
 
 static ssize_t mrl_fetch_atomic(struct fid_ep *ep, const void *buf,
@@ -275,7 +279,8 @@ static ssize_t mrl_compare_atomicmsg(struct fid_ep *ep,
 	struct mrl_atomic_iocs cmp = { comparev, compare_desc, compare_count };
 	struct mrl_atomic_iocs res = { resultv, result_desc, result_count };
 
-	return mrl_atomic_post(mrl_ep_of(ep), MRL_ATOMIC_COMPARE, msg, &cmp, &res, flags);
+	return mrl_atomic_post(mrl_ep_of(ep), MRL_ATOMIC_COMPARE, msg, &cmp,
+			       &res, flags);
 }
 
 static ssize_t mrl_compare_atomicv(struct fid_ep *ep,
@@ -291,8 +296,8 @@ static ssize_t mrl_compare_atomicv(struct fid_ep *ep,
 	struct mrl_atomic_iocs cmp = { comparev, compare_desc, compare_count };
 	struct mrl_atomic_iocs res = { resultv, result_desc, result_count };
 
-	return mrl_post_simple(ep, MRL_ATOMIC_COMPARE, iov, desc, count, &cmp, &res,
-			   dest, addr, key, datatype, op, context);
+	return mrl_post_simple(ep, MRL_ATOMIC_COMPARE, iov, desc, count, &cmp,
+			       &res, dest, addr, key, datatype, op, context);
 }
 
 static ssize_t mrl_compare_atomic(struct fid_ep *ep, const void *buf,

@@ -110,7 +110,8 @@ struct fi_info *mrl_core_hints(const struct fi_info *hints,
 	free(ch->dest_addr);
 	ch->src_addr = ch->dest_addr = NULL;
 	ch->src_addrlen = ch->dest_addrlen = 0;
-	if (ch->addr_format != FI_SOCKADDR && ch->addr_format != FI_SOCKADDR_IN &&
+	if (ch->addr_format != FI_SOCKADDR &&
+	    ch->addr_format != FI_SOCKADDR_IN &&
 	    ch->addr_format != FI_SOCKADDR_IN6)
 		ch->addr_format = FI_FORMAT_UNSPEC;
 	if (core_name) {
@@ -308,7 +309,7 @@ static bool mrl_progress_ok(enum fi_progress ours, enum fi_progress asked)
 }
 
 static const char *mrl_tx_miss(const struct fi_tx_attr *fi,
-			   const struct fi_tx_attr *h)
+			       const struct fi_tx_attr *h)
 {
 	if (!mrl_has_all(fi->caps, h->caps))
 		return "tx caps";
@@ -324,7 +325,7 @@ static const char *mrl_tx_miss(const struct fi_tx_attr *fi,
 }
 
 static const char *mrl_rx_miss(const struct fi_rx_attr *fi,
-			   const struct fi_rx_attr *h)
+			       const struct fi_rx_attr *h)
 {
 	if (!mrl_has_all(fi->caps, h->caps))
 		return "rx caps";
@@ -338,7 +339,7 @@ static const char *mrl_rx_miss(const struct fi_rx_attr *fi,
 }
 
 static const char *mrl_ep_miss(const struct fi_ep_attr *fi,
-			   const struct fi_ep_attr *h)
+			       const struct fi_ep_attr *h)
 {
 	if (!mrl_fits(fi->max_msg_size, h->max_msg_size))
 		return "max_msg_size";
@@ -352,7 +353,7 @@ static const char *mrl_ep_miss(const struct fi_ep_attr *fi,
 }
 
 static const char *mrl_domain_miss(const struct fi_domain_attr *fi,
-			       const struct fi_domain_attr *h)
+				   const struct fi_domain_attr *h)
 {
 	uint64_t mode = h->mr_mode;
 
@@ -406,9 +407,10 @@ const char *mrl_hints_miss(const struct fi_info *fi, const struct fi_info *h)
 }
 
 /* Exactly our core: naming "net" also lists "net;ofi_rxm". */
-static struct fi_info *mrl_find_rail(struct fi_info *list, const char *core_name,
-				 const char *core_fabric,
-				 const char *domain_name)
+static struct fi_info *mrl_find_rail(struct fi_info *list,
+				     const char *core_name,
+				     const char *core_fabric,
+				     const char *domain_name)
 {
 	for (; list; list = list->next) {
 		if (!strcmp(list->domain_attr->name, domain_name) &&
@@ -455,7 +457,7 @@ int mrl_core_getinfo_rail(uint32_t version, const char *core_name,
 		ret = fi_getinfo(version, NULL, NULL, MRL_GETINFO_HIDDEN,
 				 hints, &list);
 		fi = mrl_find_rail(ret ? NULL : list, core_name, core_fabric,
-			       domain_name);
+				   domain_name);
 	}
 	fi_freeinfo(hints);
 	if (ret) {

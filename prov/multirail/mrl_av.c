@@ -88,7 +88,7 @@ static int mrl_av_own_core0(struct mrl_av *av, fi_addr_t a,
 	if (a == FI_ADDR_NOTAVAIL)
 		return 0;
 	if (mrl_grow((void **) &av->by_core0, &av->nby_core0, a + 1,
-		 sizeof(*av->by_core0)))
+		     sizeof(*av->by_core0)))
 		return -FI_ENOMEM;
 	av->by_core0[a] = peer;
 	return 0;
@@ -170,7 +170,7 @@ static int mrl_av_check(struct mrl_av *av, const void *addr, size_t len)
 
 /* Take the peer's rails [from, to) out of the rails' core AVs. */
 static void mrl_remove_core(struct mrl_av *av, struct mrl_peer *peer, int from,
-			int to)
+			    int to)
 {
 	int r;
 
@@ -178,7 +178,8 @@ static void mrl_remove_core(struct mrl_av *av, struct mrl_peer *peer, int from,
 		if (!r)
 			mrl_av_drop_core0(av, peer->rail[0].core_addr, peer);
 		if (peer->rail[r].core_addr != FI_ADDR_NOTAVAIL)
-			fi_av_remove(av->core[r], &peer->rail[r].core_addr, 1, 0);
+			fi_av_remove(av->core[r], &peer->rail[r].core_addr, 1,
+				     0);
 		peer->rail[r].core_addr = FI_ADDR_NOTAVAIL;
 	}
 }
@@ -290,8 +291,8 @@ static void mrl_av_index_empty(struct mrl_av *av, size_t s)
 		home = av->slots[next].hash & mask;
 		/* may it move back to s?  Only if its home is not in
 		 * (s, next], cyclically */
-		if (s <= next ? (home > s && home <= next) :
-				(home > s || home <= next))
+		if (s <= next ? (home > s && home <= next)
+			      : (home > s || home <= next))
 			continue;
 		av->slots[s] = av->slots[next];
 		s = next;
@@ -357,7 +358,7 @@ static struct mrl_peer *mrl_find_peer(struct mrl_av *av, const void *addr)
  * cores' AVs (rail 0's entry, the same in any address of it, stays).
  */
 static int mrl_take_full_addr(struct mrl_av *av, struct mrl_peer *peer,
-			  const void *addr, size_t len)
+			      const void *addr, size_t len)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 	void *copy = malloc(len);
@@ -386,7 +387,7 @@ static int mrl_take_full_addr(struct mrl_av *av, struct mrl_peer *peer,
 
 /* A full address for a partial peer: reach its other rails too. */
 static int mrl_upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
-			const void *addr, size_t len)
+			    const void *addr, size_t len)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 	int ret;
@@ -407,7 +408,7 @@ static int mrl_upgrade_peer(struct mrl_av *av, struct mrl_peer *peer,
  * wins over what was learned: the learned rails are dropped for the user's.
  */
 static int mrl_adopt_inserted(struct mrl_av *av, struct mrl_peer *peer,
-			  const void *addr, size_t len)
+			      const void *addr, size_t len)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 
@@ -429,7 +430,7 @@ static int mrl_adopt_inserted(struct mrl_av *av, struct mrl_peer *peer,
 /* A peer for addr, in no core AV yet; room in av->all and the index is
  * the caller's to make. */
 static struct mrl_peer *mrl_alloc_peer(struct mrl_av *av, const void *addr,
-				   size_t len, bool learned)
+				       size_t len, bool learned)
 {
 	const struct mrl_addr_hdr *hdr = addr;
 	struct mrl_peer *peer;
@@ -475,13 +476,14 @@ static void mrl_av_drop_peers(struct mrl_av *av, size_t keep)
 }
 
 static struct mrl_peer *mrl_new_peer(struct mrl_av *av, const void *addr,
-				 size_t len, bool learned, int *err)
+				     size_t len, bool learned, int *err)
 {
 	struct mrl_peer *peer;
 
 	*err = -FI_ENOMEM;
 	if (mrl_grow((void **) &av->all, &av->sizeall, av->nall + 1,
-		 sizeof(*av->all)) || mrl_av_index_reserve(av, 1))
+		     sizeof(*av->all)) ||
+	    mrl_av_index_reserve(av, 1))
 		return NULL;
 	peer = mrl_alloc_peer(av, addr, len, learned);
 	if (!peer)
@@ -505,8 +507,9 @@ static struct mrl_peer *mrl_new_peer(struct mrl_av *av, const void *addr,
  * message may: one the core says came from its rail 0 (control messages
  * leave from there, mrl_ctrl.c); with no sources to check, the first.
  */
-static bool mrl_may_complete(const struct mrl_av *av, const struct mrl_peer *peer,
-			 const struct mrl_ctrl_from *from)
+static bool mrl_may_complete(const struct mrl_av *av,
+			     const struct mrl_peer *peer,
+			     const struct mrl_ctrl_from *from)
 {
 	if (av->domain->ctrl_own_ep && !mrl_addr_ctrl(peer->addr))
 		return !from->checked || from->src == peer->rail[0].core_addr;
@@ -539,7 +542,8 @@ bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
 	if (!from->checked || mrl_av_check(av, addr, len))
 		return true;	/* no source to check, or learn refuses it */
 	claimed = mrl_find_peer(av, addr);
-	sender = from->src == FI_ADDR_NOTAVAIL ? NULL : mrl_peer_at(av, from->src);
+	sender = from->src == FI_ADDR_NOTAVAIL ? NULL
+					       : mrl_peer_at(av, from->src);
 	if (sender)
 		return sender == claimed;
 	return !claimed || !claimed->visible;
@@ -598,8 +602,9 @@ static bool mrl_make_room(struct mrl_av *av)
 	size_t i, victim = av->nall;
 
 	for (i = 0; i < av->nall; i++) {
-		if (mrl_evictable(av->all[i]) && (victim == av->nall ||
-		    av->all[i]->heard < av->all[victim]->heard))
+		if (mrl_evictable(av->all[i]) &&
+		    (victim == av->nall ||
+		     av->all[i]->heard < av->all[victim]->heard))
 			victim = i;
 	}
 	if (victim == av->nall) {
@@ -619,7 +624,7 @@ static bool mrl_make_room(struct mrl_av *av)
 }
 
 static struct mrl_peer *mrl_learn_new(struct mrl_av *av, const void *addr,
-				  size_t len)
+				      size_t len)
 {
 	struct mrl_peer *peer;
 	int ret;
@@ -682,7 +687,7 @@ static int mrl_publish(struct mrl_av *av, struct mrl_peer *peer,
 	int ret;
 
 	ret = mrl_grow((void **) &av->table, &av->size, av->count + 1,
-		   sizeof(*av->table));
+		       sizeof(*av->table));
 	if (ret)
 		return ret;
 	if (!peer->visible) {
@@ -735,7 +740,8 @@ static void mrl_remove_new(struct mrl_av *av, size_t first, int to)
 static bool mrl_insert_rail_batch(struct mrl_av *av, size_t first, int r,
 				  uint8_t *buf, fi_addr_t *out)
 {
-	size_t alen = ((struct mrl_addr_hdr *) av->all[first]->addr)->rail_addrlen;
+	size_t alen =
+		((struct mrl_addr_hdr *) av->all[first]->addr)->rail_addrlen;
 	size_t i, n = 0;
 	int ret;
 
@@ -779,9 +785,10 @@ static int mrl_insert_batch(struct mrl_av *av, const char *p, size_t count,
 	int r;
 
 	if (mrl_grow((void **) &av->all, &av->sizeall, av->nall + count,
-		 sizeof(*av->all)) || mrl_av_index_reserve(av, count) ||
+		     sizeof(*av->all)) ||
+	    mrl_av_index_reserve(av, count) ||
 	    mrl_grow((void **) &av->table, &av->size, av->count + count,
-		 sizeof(*av->table)))
+		     sizeof(*av->table)))
 		return -FI_EAGAIN;
 	for (i = 0, off = 0; i < count; i++, off += mrl_addr_len(p + off)) {
 		a = mrl_kept_form(p + off, expanded);
@@ -853,7 +860,7 @@ static int mrl_av_insert(struct fid_av *av_fid, const void *addr,
 	}
 	for (i = 0, off = 0; i < count; i++) {
 		ret = mrl_insert_one(av, mrl_kept_form(p + off, expanded),
-				 fi_addr ? &fi_addr[i] : &dummy);
+				     fi_addr ? &fi_addr[i] : &dummy);
 		if (ret)
 			break;
 		off += mrl_addr_len(p + off);

@@ -74,6 +74,13 @@ int mrl_cq_write_grow(struct mrl_cq *cq, void *context, uint64_t flags,
 	return mrl_cq_write(cq, context, flags, len, buf, data, tag, src);
 }
 
+#ifdef MRL_DEBUG
+void mrl_cq_assert_locked(const struct mrl_cq *cq)
+{
+	mrl_assert_locked(cq->domain);
+}
+#endif
+
 /* Domain locked. */
 int mrl_cq_write_err_entry(struct mrl_cq *cq, const struct fi_cq_err_entry *e)
 {
@@ -153,8 +160,8 @@ void mrl_cq_detach(struct mrl_cq *cq, struct mrl_ep *ep)
 	}
 }
 
-static void mrl_copy_entry(const struct mrl_cq *cq, const struct mrl_cq_entry *ce,
-		       void *out)
+static void mrl_copy_entry(const struct mrl_cq *cq,
+			   const struct mrl_cq_entry *ce, void *out)
 {
 	switch (cq->format) {
 	case FI_CQ_FORMAT_TAGGED:
@@ -193,7 +200,7 @@ static void mrl_cq_progress_all(struct mrl_cq *cq)
 
 /* Domain locked.  Up to count entries from the ring into buf. */
 static size_t mrl_take_ring(struct mrl_cq *cq, void *buf, size_t count,
-			fi_addr_t *src_addr)
+			    fi_addr_t *src_addr)
 {
 	mrl_assert_locked(cq->domain);
 	size_t n;
@@ -217,7 +224,7 @@ static size_t mrl_take_ring(struct mrl_cq *cq, void *buf, size_t count,
  * what does not fit.  An error waiting is reported once buf holds none.
  */
 static ssize_t mrl_read_progress(struct mrl_cq *cq, char *buf, size_t count,
-			     fi_addr_t *src_addr, size_t n)
+				 fi_addr_t *src_addr, size_t n)
 {
 	mrl_assert_locked(cq->domain);
 	ssize_t ret;
@@ -236,9 +243,8 @@ static ssize_t mrl_read_progress(struct mrl_cq *cq, char *buf, size_t count,
  * read, then what progress finds.  With buf filled from the ring,
  * progress waits for the next read; a read of no entries only progresses.
  */
-static ssize_t mrl_read_any(struct mrl_cq *cq,
-						  void *buf, size_t count,
-						  fi_addr_t *src_addr)
+static ssize_t mrl_read_any(struct mrl_cq *cq, void *buf, size_t count,
+			    fi_addr_t *src_addr)
 {
 	size_t n;
 
@@ -300,9 +306,9 @@ static ssize_t mrl_lease_found(struct mrl_cq *cq, ssize_t n,
  * it found, if anything, handed to progress with the reader's buffer.
  * Nothing of the reader's needs to outlive the core's call but cq.
  */
-static inline __attribute__((always_inline))
-ssize_t mrl_read_leased(struct fid_cq *cq_fid, void *buf, size_t count,
-		    fi_addr_t *src_addr, bool from)
+static inline __attribute__((always_inline)) ssize_t mrl_read_leased(
+	struct fid_cq *cq_fid, void *buf, size_t count, fi_addr_t *src_addr,
+	bool from)
 {
 	struct mrl_cq *cq = mrl_to_cq(cq_fid);
 	struct mrl_ep_rail **at = cq->lease.at;

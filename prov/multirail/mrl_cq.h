@@ -107,6 +107,12 @@ int mrl_cq_write_grow(struct mrl_cq *cq, void *context, uint64_t flags,
 /* Domain locked.  An error entry, whole (err positive or negative). */
 int mrl_cq_write_err_entry(struct mrl_cq *cq, const struct fi_cq_err_entry *e);
 
+#ifdef MRL_DEBUG
+void mrl_cq_assert_locked(const struct mrl_cq *cq);
+#else
+#define mrl_cq_assert_locked(cq)	do { (void) (cq); } while (0)
+#endif
+
 /*
  * One entry of format at out: the formats share their leading fields, so
  * each writes the fields it has.  Inline, so that a caller with a constant
@@ -152,6 +158,7 @@ static inline int mrl_cq_write(struct mrl_cq *cq, void *context,
 {
 	struct mrl_cq_entry *ce;
 
+	mrl_cq_assert_locked(cq);
 	if (cq->out_left) {
 		mrl_cq_write_out(cq, context, flags, len, buf, data, tag, src);
 		return 0;
@@ -184,10 +191,10 @@ static inline int mrl_cq_write_err(struct mrl_cq *cq, void *context,
 }
 
 /*
- * Room for entries written straight into a reader's buffer, with no
- * source asked (a tx entry has none): 0 when no read progresses.  The
- * caller fills up to that many entries of mrl_cq_format at
- * mrl_cq_direct_at, then says how many (mrl_cq_direct_commit).
+ * Domain locked.  Room for entries written straight into a reader's
+ * buffer, with no source asked (a tx entry has none): 0 when no read
+ * progresses.  The caller fills up to that many entries of mrl_cq_format
+ * at mrl_cq_direct_at, then says how many (mrl_cq_direct_commit).
  */
 static inline size_t mrl_cq_direct_room(const struct mrl_cq *cq)
 {
@@ -207,6 +214,7 @@ static inline enum fi_cq_format mrl_cq_format(const struct mrl_cq *cq)
 static inline void mrl_cq_direct_commit(struct mrl_cq *cq, char *end,
 					size_t n)
 {
+	mrl_cq_assert_locked(cq);
 	cq->out = end;
 	cq->out_left -= n;
 }

@@ -40,7 +40,7 @@
 
 /* The connections of these rails to the peer are up: ours to use. */
 static void mrl_rails_opened(struct mrl_ep *ep, struct mrl_peer *peer,
-			 uint32_t rails)
+			     uint32_t rails)
 {
 	if (!(peer->rails_closed & rails))
 		return;
@@ -64,7 +64,8 @@ static void *mrl_ctrl_desc(struct mrl_ep *ep, int rail)
  * messages receives control on every rail; control endpoints (a core
  * without) and a peer known by rail 0's address alone have rail 0 only.
  */
-static int mrl_question_rail(const struct mrl_ep *ep, const struct mrl_peer *peer)
+static int mrl_question_rail(const struct mrl_ep *ep,
+			     const struct mrl_peer *peer)
 {
 	uint32_t up;
 
@@ -99,8 +100,8 @@ static int mrl_register_bufs(struct mrl_ep *ep)
 	for (r = 0; r < ep->nrails; r++) {
 		ret = fi_mr_reg(dom->rails[r].domain, ep->ctrl_bufs,
 				ep->ctrl_nbufs * sizeof(*ep->ctrl_bufs),
-				FI_SEND | FI_RECV | FI_WRITE, 0, ~0ULL - 1 - r, 0,
-				&ep->rails[r].ctrl_mr, NULL);
+				FI_SEND | FI_RECV | FI_WRITE, 0, ~0ULL - 1 - r,
+				0, &ep->rails[r].ctrl_mr, NULL);
 		if (ret) {
 			MRL_WARN(FI_LOG_EP_CTRL, "rail %d: control buffers: "
 				 "fi_mr_reg: %s\n", r, fi_strerror(-ret));
@@ -309,12 +310,11 @@ static ssize_t mrl_post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 
 	if (buf->flush)
 		return mrl_post_data_flush(ep, buf);
-	ret = ep->ctrl_ep ?
-	      fi_send(ep->rails[0].ep, buf->data, buf->len, mrl_ctrl_desc(ep, 0),
-		      buf->dest, &buf->hdr) :
-	      fi_tsend(ep->rails[buf->rail].ep, buf->data, buf->len,
-		       mrl_ctrl_desc(ep, buf->rail), buf->dest, buf->tag,
-		       &buf->hdr);
+	ret = ep->ctrl_ep ? fi_send(ep->rails[0].ep, buf->data, buf->len,
+				    mrl_ctrl_desc(ep, 0), buf->dest, &buf->hdr)
+			  : fi_tsend(ep->rails[buf->rail].ep, buf->data,
+				     buf->len, mrl_ctrl_desc(ep, buf->rail),
+				     buf->dest, buf->tag, &buf->hdr);
 	if (!ret) {
 		ep->rails[buf->rail].ctrl_sent++;
 		mrl_side_posted(ep, ep->ctrl_ep ? 0 : buf->rail);
@@ -324,7 +324,7 @@ static ssize_t mrl_post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 
 /* Does a message before buf, refused by the core, go where buf goes? */
 static bool mrl_behind_refused(struct mrl_ctrl_buf *const *refused, int n,
-			   const struct mrl_ctrl_buf *buf)
+			       const struct mrl_ctrl_buf *buf)
 {
 	int i;
 
@@ -513,9 +513,10 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
  * address and extra bytes of room after it: its header, at the payload's
  * end; the caller fills the rest.
  */
-static struct mrl_ctrl_msg *mrl_compose(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
-				    struct mrl_peer *peer, int rail, int type,
-				    size_t extra)
+static struct mrl_ctrl_msg *mrl_compose(struct mrl_ep *ep,
+					struct mrl_ctrl_buf *buf,
+					struct mrl_peer *peer, int rail,
+					int type, size_t extra)
 {
 	struct mrl_ctrl_msg *msg = (struct mrl_ctrl_msg *) buf->data;
 
@@ -534,7 +535,7 @@ static struct mrl_ctrl_msg *mrl_compose(struct mrl_ep *ep, struct mrl_ctrl_buf *
 
 /* Can a message of extra bytes after our address go to peer? */
 static int mrl_can_send(const struct mrl_ep *ep, const struct mrl_peer *peer,
-		    size_t extra)
+			size_t extra)
 {
 	if (!ep->ctrl_enabled)
 		return -FI_ENOSYS;
@@ -570,8 +571,8 @@ static void mrl_queue_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
  * -FI_EAGAIN only when every buffer is taken.
  */
 static int mrl_send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
-		   int type, uint64_t key, int status, const uint64_t *keys,
-		   int nkeys, uint32_t near_mask, uint32_t nonce)
+		       int type, uint64_t key, int status, const uint64_t *keys,
+		       int nkeys, uint32_t near_mask, uint32_t nonce)
 {
 	size_t extra = nkeys * sizeof(uint64_t);
 	struct mrl_ctrl_buf *buf;
@@ -595,7 +596,7 @@ static int mrl_send_on(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 
 /* Everything but RAIL_UP goes on rail 0. */
 static int mrl_send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
-		     uint64_t key, uint32_t nonce)
+			 uint64_t key, uint32_t nonce)
 {
 	return mrl_send_on(ep, peer, 0, type, key, 0, NULL, 0, 0, nonce);
 }
@@ -605,8 +606,8 @@ static int mrl_send_ctrl(struct mrl_ep *ep, struct mrl_peer *peer, int type,
  * b is taken only when the core took the write.
  */
 static ssize_t mrl_post_bounce(struct mrl_ep *ep, struct mrl_ctrl_buf *b,
-			   size_t len, fi_addr_t dest, uint64_t addr,
-			   uint64_t key, uint64_t flags)
+			       size_t len, fi_addr_t dest, uint64_t addr,
+			       uint64_t key, uint64_t flags)
 {
 	struct iovec iov = { b->data, len };
 	void *desc = mrl_ctrl_desc(ep, 0);
@@ -698,7 +699,8 @@ static bool mrl_flush_write_data(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	buf->flush = true;
 	buf->flush_ns = ep->now_ns;
 	ep->rails[buf->rail].fences++;		/* the rail's watch runs */
-	if (buf->announce && !(buf->announce->op.flags & FI_DELIVERY_COMPLETE)) {
+	if (buf->announce &&
+	    !(buf->announce->op.flags & FI_DELIVERY_COMPLETE)) {
 		mrl_rma_done(ep, &buf->announce->op, 0);
 		buf->announce = NULL;
 	} else if (buf->inject_data) {
@@ -785,14 +787,14 @@ void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err)
  * core would report.  It is sent once: a send that fails fails the op.
  */
 static void mrl_compose_write_data(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
-			       struct mrl_peer *peer, size_t len,
-			       uint64_t data)
+				   struct mrl_peer *peer, size_t len,
+				   uint64_t data)
 {
 	struct mrl_ctrl_data d = { .len = len, .data = data };
 	struct mrl_ctrl_msg *msg;
 
 	msg = mrl_compose(ep, buf, peer, mrl_question_rail(ep, peer),
-		      MRL_CTRL_WRITE_DATA, sizeof(d));
+			  MRL_CTRL_WRITE_DATA, sizeof(d));
 	memcpy(msg->payload + ep->namelen, &d, sizeof(d));
 }
 
@@ -831,7 +833,8 @@ static void mrl_announce_inject(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
  * it does; efa has no such order, and a control endpoint is another
  * queue.
  */
-static bool mrl_rail0_ordered(const struct mrl_ep *ep, const struct mrl_peer *peer)
+static bool mrl_rail0_ordered(const struct mrl_ep *ep,
+			      const struct mrl_peer *peer)
 {
 	return !ep->domain->acked_writes && !ep->ctrl_ep &&
 	       !mrl_question_rail(ep, peer);
@@ -865,7 +868,7 @@ ssize_t mrl_ctrl_inject_data(struct mrl_ep *ep, struct mrl_peer *peer,
 			return -FI_EMSGSIZE;
 		memcpy(b->data, buf, len);
 		ret = mrl_post_bounce(ep, b, len, dest, addr, key,
-				  FI_DELIVERY_COMPLETE);
+				      FI_DELIVERY_COMPLETE);
 		if (ret)
 			return ret;
 		b->inject_data = true;
@@ -888,7 +891,7 @@ ssize_t mrl_ctrl_inject_data(struct mrl_ep *ep, struct mrl_peer *peer,
 
 /* The target: a writedata's bytes are all here; its entry, once. */
 static void mrl_write_data_arrived(struct mrl_ep *ep, struct mrl_peer *peer,
-			       const struct mrl_ctrl_msg *msg)
+				   const struct mrl_ctrl_msg *msg)
 {
 	struct mrl_ctrl_data d;
 	fi_addr_t src = FI_ADDR_NOTAVAIL;
@@ -915,8 +918,7 @@ static void mrl_write_data_arrived(struct mrl_ep *ep, struct mrl_peer *peer,
  * with the op's first chunk on rail 0, lets the rails connect in parallel
  * with the key exchange.  One endpoint per peer does this (the one that
  * first reached it); others connect as their chunks arrive.
- */
-/*
+ *
  * A core without FI_TAGGED has no connection to set up, but a peer that
  * knows us by a partial address without our control endpoint's (fi_getinfo
  * with a node gives one) cannot ask us for keys: our first op to it tells
@@ -939,7 +941,7 @@ void mrl_ctrl_introduce(struct mrl_ep *ep, struct mrl_peer *peer)
 /* A RAIL_UP on each rail of todo (1 and up) while buffers last: the rails
  * it went on. */
 static uint32_t mrl_send_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
-			      uint32_t todo)
+				  uint32_t todo)
 {
 	uint32_t sent = 0;
 	int r;
@@ -967,7 +969,7 @@ static uint32_t mrl_now_ms(void)
  * rails asked for, or 0 when no buffer was free (the next op asks).
  */
 static uint32_t mrl_ask_rails(struct mrl_ep *ep, struct mrl_peer *peer,
-			  uint32_t todo)
+			      uint32_t todo)
 {
 	if (mrl_send_ctrl(ep, peer, MRL_CTRL_RAIL_ASK, todo, 0))
 		return 0;
@@ -992,8 +994,9 @@ void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 	if (!todo || !ep->ctrl_enabled || peer->partial ||
 	    (peer->rails_up_ep && peer->rails_up_ep != ep))
 		return;
-	done = mrl_addr_connects(ep->name, peer->addr) ?
-	       mrl_send_rails_up(ep, peer, todo) : mrl_ask_rails(ep, peer, todo);
+	done = mrl_addr_connects(ep->name, peer->addr)
+		       ? mrl_send_rails_up(ep, peer, todo)
+		       : mrl_ask_rails(ep, peer, todo);
 	if (done) {
 		peer->rails_up |= done;
 		peer->rails_up_ep = ep;
@@ -1176,7 +1179,7 @@ static struct mrl_key_entry *mrl_find_key(struct mrl_peer *peer, uint64_t key)
  * wait for it as for one sent.
  */
 static void mrl_ask(struct mrl_ep *ep, struct mrl_peer *peer,
-		struct mrl_key_entry *e)
+		    struct mrl_key_entry *e)
 {
 	int rail = mrl_question_rail(ep, peer);
 	uint64_t t = mrl_clock_ns();
@@ -1185,8 +1188,8 @@ static void mrl_ask(struct mrl_ep *ep, struct mrl_peer *peer,
 		e->asked_rail = rail;
 		e->since_ns = t;
 	}
-	e->unsent = mrl_send_on(ep, peer, rail, MRL_CTRL_KEY_REQ, e->key, 0, NULL,
-			    0, 0, e->nonce) != 0;
+	e->unsent = mrl_send_on(ep, peer, rail, MRL_CTRL_KEY_REQ, e->key, 0,
+				NULL, 0, 0, e->nonce) != 0;
 	if (!e->unsent)
 		e->asked_ns = t;
 }
@@ -1233,7 +1236,8 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
 		if (ep->ctrl_backlog)
 			mrl_ctrl_progress(ep);
 		/* a question on a rail now out went nowhere: ask at once */
-		if (e->unsent || mrl_clock_ns() - e->asked_ns > MRL_KEY_REASK_NS ||
+		if (e->unsent ||
+		    mrl_clock_ns() - e->asked_ns > MRL_KEY_REASK_NS ||
 		    mrl_question_rail(ep, peer) != e->asked_rail)
 			mrl_ask(ep, peer, e);
 		return e;
@@ -1263,8 +1267,8 @@ const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
  * may access (FI_REMOTE_READ or FI_REMOTE_WRITE): any process that reaches
  * rail 0 can ask.
  */
-static void mrl_answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
-		       uint32_t nonce, int rail)
+static void mrl_answer_key(struct mrl_ep *ep, struct mrl_peer *peer,
+			   uint64_t key, uint32_t nonce, int rail)
 {
 	struct mrl_mr *mr = mrl_mr_find(ep->domain, key);
 	uint64_t keys[MRL_MAX_RAILS];
@@ -1282,13 +1286,13 @@ static void mrl_answer_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t ke
 	if (rail >= peer->nrails || ep->ctrl_ep)
 		rail = 0;
 	mrl_send_on(ep, peer, rail, MRL_CTRL_KEY_RESP, key, mr ? 0 : -FI_ENOKEY,
-		keys, n, mr ? mr->near_mask : 0, nonce);
+		    keys, n, mr ? mr->near_mask : 0, nonce);
 }
 
 /* The keys learned, or NULL. */
 static const struct mrl_key_entry *mrl_take_keys(struct mrl_ep *ep,
-					     struct mrl_peer *peer,
-					     const struct mrl_ctrl_msg *msg)
+						 struct mrl_peer *peer,
+						 const struct mrl_ctrl_msg *msg)
 {
 	struct mrl_key_entry *e = mrl_find_key(peer, msg->key);
 	const uint8_t *p = msg->payload + msg->addrlen;
@@ -1321,7 +1325,7 @@ static const struct mrl_key_entry *mrl_take_keys(struct mrl_ep *ep,
  * naming them (in key) says so.
  */
 static void mrl_answer_rail_ask(struct mrl_ep *ep, struct mrl_peer *peer,
-			    uint32_t asked)
+				uint32_t asked)
 {
 	uint32_t reachable = 0;
 	int r;
@@ -1350,8 +1354,8 @@ static const char *const drop_reason[MRL_CTRL_DROP_KINDS] = {
 };
 
 /* Why a received message cannot be used, or MRL_CTRL_OK. */
-static int mrl_malformed(const struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
-		     size_t len)
+static int mrl_malformed(const struct mrl_ep *ep,
+			 const struct mrl_ctrl_msg *msg, size_t len)
 {
 	int why = mrl_ctrl_msg_check(msg, len);
 
@@ -1362,7 +1366,8 @@ static int mrl_malformed(const struct mrl_ep *ep, const struct mrl_ctrl_msg *msg
 
 /* Logged the 1st, 2nd, 4th, 8th... time for each reason: anyone who can
  * reach rail 0 can send these, and must not flood the log. */
-static void mrl_dropped(struct mrl_ep *ep, int why, const struct mrl_ctrl_msg *msg)
+static void mrl_dropped(struct mrl_ep *ep, int why,
+			const struct mrl_ctrl_msg *msg)
 {
 	uint64_t n = ++ep->ctrl_dropped[why];
 
@@ -1374,8 +1379,8 @@ static void mrl_dropped(struct mrl_ep *ep, int why, const struct mrl_ctrl_msg *m
 }
 
 static void mrl_handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
-		   size_t len, const struct mrl_ctrl_from *from,
-		   struct mrl_ctrl_learned *learned)
+		       size_t len, const struct mrl_ctrl_from *from,
+		       struct mrl_ctrl_learned *learned)
 {
 	int why = mrl_malformed(ep, msg, len);
 	struct mrl_peer *peer;
@@ -1457,7 +1462,7 @@ void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 	if (err) {
 		memset(buf->data, 0, sizeof(struct mrl_ctrl_msg));
 		mrl_dropped(ep, MRL_CTRL_DROP_RX_FAILED,
-			(const struct mrl_ctrl_msg *) buf->data);
+			    (const struct mrl_ctrl_msg *) buf->data);
 	} else {
 		struct mrl_ctrl_from from = {
 			.src = src,
@@ -1466,8 +1471,8 @@ void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 			.rail = buf->rail,
 		};
 
-		mrl_handle(ep, (const struct mrl_ctrl_msg *) buf->data, len, &from,
-		       learned);
+		mrl_handle(ep, (const struct mrl_ctrl_msg *) buf->data, len,
+			   &from, learned);
 	}
 	mrl_post_rx(ep, buf);
 }

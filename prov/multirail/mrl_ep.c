@@ -75,7 +75,7 @@ static int mrl_bind_cq(struct mrl_ep *ep, struct mrl_cq *cq, uint64_t flags)
 }
 
 static int mrl_bind_remote_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr,
-			    uint64_t flags)
+				uint64_t flags)
 {
 	int r, ret;
 
@@ -103,7 +103,8 @@ static int mrl_bind_remote_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr,
 	return 0;
 }
 
-static int mrl_bind_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr, uint64_t flags)
+static int mrl_bind_cntr(struct mrl_ep *ep, struct mrl_cntr *cntr,
+			 uint64_t flags)
 {
 	int ret = mrl_cntr_attach(cntr, ep);
 
@@ -135,16 +136,19 @@ static int mrl_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	mrl_ep_lock(ep);
 	switch (bfid->fclass) {
 	case FI_CLASS_AV:
-		ret = mrl_bind_av(ep, mrl_container_of(bfid, struct mrl_av,
-						   av_fid.fid));
+		ret = mrl_bind_av(
+			ep, mrl_container_of(bfid, struct mrl_av, av_fid.fid));
 		break;
 	case FI_CLASS_CQ:
-		ret = mrl_bind_cq(ep, mrl_container_of(bfid, struct mrl_cq,
-						   cq_fid.fid), flags);
+		ret = mrl_bind_cq(
+			ep, mrl_container_of(bfid, struct mrl_cq, cq_fid.fid),
+			flags);
 		break;
 	case FI_CLASS_CNTR:
-		ret = mrl_bind_cntr(ep, mrl_container_of(bfid, struct mrl_cntr,
-						     cntr_fid.fid), flags);
+		ret = mrl_bind_cntr(
+			ep,
+			mrl_container_of(bfid, struct mrl_cntr, cntr_fid.fid),
+			flags);
 		break;
 	case FI_CLASS_EQ:
 		ret = 0;	/* no connection events on RDM */
@@ -490,7 +494,7 @@ static void mrl_give_core_avs(struct mrl_ep *ep, struct fid_av **spare)
 }
 
 static int mrl_ext_rail_stats(struct fid_ep *ep_fid, int rail,
-			  struct fi_multirail_rail_stats *stats);
+			      struct fi_multirail_rail_stats *stats);
 
 /*
  * What each rail carried, at FI_LOG_LEVEL=info: how a program that is not
@@ -581,7 +585,7 @@ static int mrl_ext_rail_count(struct fid_ep *ep_fid)
 }
 
 static int mrl_ext_rail_stats(struct fid_ep *ep_fid, int rail,
-			  struct fi_multirail_rail_stats *stats)
+			      struct fi_multirail_rail_stats *stats)
 {
 	struct mrl_ep *ep = mrl_container_of(ep_fid, struct mrl_ep, ep_fid);
 	const struct mrl_rail_credit *rc;
@@ -613,7 +617,7 @@ static int mrl_ext_rail_stats(struct fid_ep *ep_fid, int rail,
 
 /* The v2 statistics: the v3 structure's beginning. */
 static int mrl_ext_rail_stats_v2(struct fid_ep *ep_fid, int rail,
-			     struct fi_multirail_rail_stats *stats)
+				 struct fi_multirail_rail_stats *stats)
 {
 	struct fi_multirail_rail_stats all;
 	int ret = mrl_ext_rail_stats(ep_fid, rail, &all);
@@ -626,7 +630,7 @@ static int mrl_ext_rail_stats_v2(struct fid_ep *ep_fid, int rail,
 
 /* The first size bytes of the endpoint's counts (fields only added). */
 static int mrl_ext_ep_stats(struct fid_ep *ep_fid,
-			struct fi_multirail_ep_stats *stats, size_t size)
+			    struct fi_multirail_ep_stats *stats, size_t size)
 {
 	struct mrl_ep *ep = mrl_container_of(ep_fid, struct mrl_ep, ep_fid);
 	struct fi_multirail_ep_stats all = { 0 };
@@ -783,13 +787,13 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 	ep->progress_held = true;	/* until enabled */
 	mrl_rma_tx_flags_set(ep, info->tx_attr ? info->tx_attr->op_flags : 0);
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
-	ep->tx_iov_limit = mrl_tx_iov_limit(info->tx_attr ?
-					info->tx_attr->iov_limit : 0);
-	ep->msg_iov_limit = mrl_iov_limit(0,
-				      dom->rails[0].info->tx_attr->iov_limit);
-	ep->rx_iov_limit = mrl_iov_limit(info->rx_attr ?
-				     info->rx_attr->iov_limit : 0,
-				     dom->rails[0].info->rx_attr->iov_limit);
+	ep->tx_iov_limit =
+		mrl_tx_iov_limit(info->tx_attr ? info->tx_attr->iov_limit : 0);
+	ep->msg_iov_limit =
+		mrl_iov_limit(0, dom->rails[0].info->tx_attr->iov_limit);
+	ep->rx_iov_limit =
+		mrl_iov_limit(info->rx_attr ? info->rx_attr->iov_limit : 0,
+			      dom->rails[0].info->rx_attr->iov_limit);
 	for (r = 0; r < ep->nrails; r++) {
 		ret = mrl_ep_open_rail(ep, r);
 		if (ret)

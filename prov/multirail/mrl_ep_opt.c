@@ -58,10 +58,14 @@ _Static_assert((int) MRL_OPT_CUDA_API_PERMITTED ==
 /* The largest value of an option saved to be set back (a size_t, a bool). */
 #define MRL_OPT_SAVE_MAX	16
 
-enum mrl_opt_scope { MRL_OPT_EVERY_RAIL, MRL_OPT_RAIL0, MRL_OPT_STRIPING_BREAKS };
+enum mrl_opt_scope {
+	MRL_OPT_EVERY_RAIL,
+	MRL_OPT_RAIL0,
+	MRL_OPT_STRIPING_BREAKS
+};
 
 static enum mrl_opt_scope mrl_opt_scope(const struct mrl_ep *ep, int name,
-				const void *val, size_t len)
+					const void *val, size_t len)
 {
 	switch (name) {
 	case FI_OPT_MIN_MULTI_RECV:
@@ -100,7 +104,7 @@ static size_t mrl_ctrl_floor(const struct mrl_ep *ep, int name)
 }
 
 static int mrl_set_rail0(struct mrl_ep *ep, int name, const void *val,
-		     size_t len)
+			 size_t len)
 {
 	size_t floor = mrl_ctrl_floor(ep, name), raised;
 
@@ -122,7 +126,7 @@ static int mrl_set_rail0(struct mrl_ep *ep, int name, const void *val,
  * never disagree on what the user was told failed.
  */
 static int mrl_set_every_rail(struct mrl_ep *ep, int name, const void *val,
-			  size_t len)
+			      size_t len)
 {
 	uint8_t old[MRL_MAX_RAILS + 1][MRL_OPT_SAVE_MAX];
 	size_t oldlen[MRL_MAX_RAILS + 1];
@@ -233,7 +237,8 @@ int mrl_ep_getopt(fid_t fid, int level, int name, void *val, size_t *len)
 		return -FI_ENOPROTOOPT;
 	mrl_ep_lock(ep);
 	ret = fi_getopt(&ep->rails[0].ep->fid, level, name, val, len);
-	if (!ret && *len == sizeof(bool) && mrl_bool_kind(name) != MRL_BOOL_NOT_BOOL &&
+	if (!ret && *len == sizeof(bool) &&
+	    mrl_bool_kind(name) != MRL_BOOL_NOT_BOOL &&
 	    mrl_opt_scope(ep, name, NULL, 0) == MRL_OPT_EVERY_RAIL)
 		ret = mrl_get_combined(ep, name, val);
 	if (!ret && name == MRL_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES &&

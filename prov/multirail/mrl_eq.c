@@ -130,8 +130,8 @@ static const char *mrl_eq_strerror(struct fid_eq *eq, int prov_errno,
 
 static int mrl_eq_close(struct fid *fid)
 {
-	struct mrl_eq_impl *eq = mrl_to_impl(mrl_container_of(fid, struct fid_eq,
-							  fid));
+	struct mrl_eq_impl *eq =
+		mrl_to_impl(mrl_container_of(fid, struct fid_eq, fid));
 
 	pthread_cond_destroy(&eq->written);
 	pthread_mutex_destroy(&eq->lock);

@@ -40,7 +40,7 @@
 
 /* A peer's fence requests, one per rail, come with its first fence. */
 static struct mrl_fence *mrl_fence_req(struct mrl_ep *ep, struct mrl_peer *peer,
-				   int rail)
+				       int rail)
 {
 	if (!peer->fence.req)
 		peer->fence.req = calloc(ep->nrails, sizeof(*peer->fence.req));
@@ -103,8 +103,10 @@ static int mrl_post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		/* a rail that refuses every flush is taken out after the
 		 * deadline, as for chunks; a suspect one is lost then */
 		mrl_health_refused(ep, peer, rail);
-	} else if (((path = mrl_health_post_failed(ep, peer, rail, (int) ret)) ||
-		    (f->suspect & mrl_rail_bit(rail))) && !ep->domain->acked_writes) {
+	} else if (((path = mrl_health_post_failed(ep, peer, rail,
+						   (int) ret)) ||
+		    (f->suspect & mrl_rail_bit(rail))) &&
+		   !ep->domain->acked_writes) {
 		/* a path error: the connection is gone, and its bytes */
 		mrl_fence_lost(peer, rail, !path);
 	} else {
@@ -316,7 +318,8 @@ int mrl_fence_before_send(struct mrl_ep *ep, struct mrl_peer *peer)
 	if (f->tainted && !f->lost)
 		return mrl_fence_report_taint(ep, peer);
 	for (rail = 1; !f->lost && rail < ep->nrails; rail++) {
-		if ((f->dirty & mrl_rail_bit(rail)) && !(f->inflight & mrl_rail_bit(rail)))
+		if ((f->dirty & mrl_rail_bit(rail)) &&
+		    !(f->inflight & mrl_rail_bit(rail)))
 			mrl_post_fence(ep, peer, rail);
 	}
 	mrl_fence_behind_abandoned(ep, f);

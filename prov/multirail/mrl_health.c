@@ -68,7 +68,7 @@ static const char *mrl_rail_name(struct mrl_ep *ep, int rail)
 }
 
 static struct mrl_peer_health *mrl_health_of(struct mrl_ep *ep,
-					 struct mrl_peer *peer)
+					     struct mrl_peer *peer)
 {
 	if (!peer->health) {
 		peer->health = calloc(1, sizeof(*peer->health) +
@@ -125,7 +125,7 @@ static uint64_t mrl_backoff_ns(const struct mrl_peer_health *h, int rail)
 
 /* Take rail out of service for peer; what was there goes elsewhere. */
 static void mrl_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
-		      const char *why)
+			  const char *why)
 {
 	struct mrl_narrow_arg n = { ep, peer, ~mrl_rail_bit(rail) };
 	struct mrl_peer_health *h = mrl_health_of(ep, peer);
@@ -222,7 +222,7 @@ bool mrl_health_post_failed(struct mrl_ep *ep, struct mrl_peer *peer,
  * records nothing per peer; a peer of one rail is asked nothing).
  */
 static bool mrl_answered(const struct mrl_ep *ep, const struct mrl_peer *peer,
-		     int rail)
+			 int rail)
 {
 	return peer->answered_ns || ep->engine.rail[rail].completions;
 }
@@ -233,8 +233,8 @@ static bool mrl_answered(const struct mrl_ep *ep, const struct mrl_peer *peer,
  * the core's errors take a rail out), as its users were told.
  */
 static bool mrl_past_deadline(const struct mrl_ep *ep,
-			  const struct mrl_peer *peer, int rail,
-			  uint64_t stuck_ns)
+			      const struct mrl_peer *peer, int rail,
+			      uint64_t stuck_ns)
 {
 	uint64_t since_answer;
 
@@ -319,7 +319,8 @@ struct mrl_stall {
 };
 
 /* Has peer been silent on the stalled rail past its deadline? */
-static bool mrl_stalled_for(const struct mrl_stall *s, const struct mrl_peer *peer)
+static bool mrl_stalled_for(const struct mrl_stall *s,
+			    const struct mrl_peer *peer)
 {
 	return !(peer->rails_down & mrl_rail_bit(s->rail)) &&
 	       mrl_past_deadline(s->ep, peer, s->rail, s->quiet_ns);
@@ -333,7 +334,7 @@ static bool mrl_stuck_chunk(const struct mrl_chunk *chunk, void *arg)
 
 /* mrl_rail_down's reason for a stall: what did not complete, by which rule */
 static void mrl_stall_down(const struct mrl_stall *s, struct mrl_peer *peer,
-		       const char *what)
+			   const char *what)
 {
 	char why[128];
 
@@ -505,7 +506,8 @@ static void mrl_watch_rail(struct mrl_ep *ep, int rail)
 		r->quiet_since_ns = ep->now_ns;
 		return;
 	}
-	if (ep->now_ns - r->watch_since_ns <= mrl_ms_ns(mrl_params.rail_timeout_ms))
+	if (ep->now_ns - r->watch_since_ns <=
+	    mrl_ms_ns(mrl_params.rail_timeout_ms))
 		return;
 	r->watch_since_ns = ep->now_ns;	/* once per deadline */
 	s.quiet_ns = ep->now_ns - r->quiet_since_ns;

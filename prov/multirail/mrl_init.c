@@ -136,8 +136,9 @@ static int mrl_filter_core(struct fi_info **list, char **core_name)
 }
 
 static int mrl_core_getinfo(uint32_t version, const char *node,
-			const char *service, uint64_t flags,
-			const struct fi_info *core_hints, struct fi_info **out)
+			    const char *service, uint64_t flags,
+			    const struct fi_info *core_hints,
+			    struct fi_info **out)
 {
 	int ret;
 
@@ -190,8 +191,9 @@ static const char *mrl_native_alternative(const char *core_name)
  * list and name are replaced.  Returns 0 when nothing needed doing or the
  * swap was made, -FI_ENODATA when no core can open.
  */
-static int mrl_avoid_hidden_layering(uint32_t version, struct fi_info *core_hints,
-				 struct fi_info **all, char **core_name)
+static int mrl_avoid_hidden_layering(uint32_t version,
+				     struct fi_info *core_hints,
+				     struct fi_info **all, char **core_name)
 {
 	const char *found = (*all)->fabric_attr->prov_name;
 	const char *alt = mrl_native_alternative(found);
@@ -205,7 +207,7 @@ static int mrl_avoid_hidden_layering(uint32_t version, struct fi_info *core_hint
 	if (alt_name) {
 		core_hints->fabric_attr->prov_name = alt_name;
 		ret = mrl_core_getinfo(version, NULL, NULL, 0, core_hints,
-				   &alt_all);
+				       &alt_all);
 		core_hints->fabric_attr->prov_name = saved;
 		if (!ret)
 			ret = mrl_filter_core(&alt_all, &alt_name);
@@ -231,7 +233,7 @@ static int mrl_avoid_hidden_layering(uint32_t version, struct fi_info *core_hint
 }
 
 static const struct fi_info *mrl_find_domain(const struct fi_info *list,
-					 const char *name, uint32_t format)
+					     const char *name, uint32_t format)
 {
 	for (; list; list = list->next) {
 		if (!strcmp(mrl_dom_name(list), name) &&
@@ -265,7 +267,7 @@ static int mrl_cmp_names(const void *a, const void *b)
  * a peer that knows only that address reaches our rail 0 there.
  */
 static int mrl_rail_names(const struct fi_info *all, const struct fi_info *lead,
-		      const struct fi_info *hints, char ***names)
+			  const struct fi_info *hints, char ***names)
 {
 	const char *list[MRL_MAX_RAILS * 4], *explicit = NULL;
 	const struct fi_info *fi;
@@ -282,7 +284,8 @@ static int mrl_rail_names(const struct fi_info *all, const struct fi_info *lead,
 
 	for (fi = all; fi; fi = fi->next)
 		others |= strcmp(mrl_dom_name(fi), "lo") != 0;
-	for (fi = all; fi && n < sizeof(list) / sizeof(list[0]); fi = fi->next) {
+	for (fi = all; fi && n < sizeof(list) / sizeof(list[0]);
+	     fi = fi->next) {
 		if (others && !strcmp(mrl_dom_name(fi), "lo"))
 			continue;
 		for (i = 0; i < n && strcmp(list[i], mrl_dom_name(fi)); i++)
@@ -329,7 +332,7 @@ static void mrl_set_port(void *addr, uint32_t format, uint16_t port)
  * wildcard such as 0.0.0.0:9228, or a NIC that is not rail 0).
  */
 static void mrl_rail0_source(void *dst, const struct fi_info *rail0,
-			 const struct fi_info *addressed, size_t alen)
+			     const struct fi_info *addressed, size_t alen)
 {
 	uint16_t *port;
 
@@ -344,8 +347,8 @@ static void mrl_rail0_source(void *dst, const struct fi_info *rail0,
 }
 
 static void *mrl_build_addr(const struct fi_info **rails, int n,
-			const struct fi_info *addressed, bool dest,
-			size_t *len)
+			    const struct fi_info *addressed, bool dest,
+			    size_t *len)
 {
 	struct mrl_addr_hdr *hdr;
 	size_t alen = dest ? addressed->dest_addrlen :
@@ -391,16 +394,17 @@ struct mrl_rail_set {
 	char name[MRL_MAX_RAILS][256];		/* "core[@topo]" */
 };
 
-static int mrl_collect_rails(const struct fi_info *all, const struct fi_info *first,
-			 const struct fi_info *hints, const char *core_name,
-			 uint64_t flags, struct mrl_rail_set *set)
+static int mrl_collect_rails(const struct fi_info *all,
+			     const struct fi_info *first,
+			     const struct fi_info *hints, const char *core_name,
+			     uint64_t flags, struct mrl_rail_set *set)
 {
 	char **names = NULL, core[256];
 	uint32_t format;
 	int i, ret, max = mrl_params.max_rails;
 
 	ret = mrl_rail_names(all, (flags & FI_SOURCE) ? first : NULL, hints,
-			 &names);
+			     &names);
 	if (ret)
 		return ret;
 	format = first ? first->addr_format : all->addr_format;
@@ -439,9 +443,10 @@ static int mrl_collect_rails(const struct fi_info *all, const struct fi_info *fi
 
 /* One fi_info over the rails of set that are in mask. */
 static int mrl_make_entry(const struct mrl_rail_set *set, uint32_t mask,
-		      const struct fi_info *first, const struct fi_info *hints,
-		      const char *core_name, const char *entry, uint64_t flags,
-		      struct fi_info **info)
+			  const struct fi_info *first,
+			  const struct fi_info *hints, const char *core_name,
+			  const char *entry, uint64_t flags,
+			  struct fi_info **info)
 {
 	const struct fi_info *rails[MRL_MAX_RAILS];
 	char dom[MRL_MAX_RAILS * 260] = "";
@@ -475,11 +480,12 @@ static int mrl_make_entry(const struct mrl_rail_set *set, uint32_t mask,
 	if (rails[0]->nic &&
 	    fi_control(&rails[0]->nic->fid, FI_DUP, &fi->nic))
 		fi->nic = NULL;
-	fi->src_addr = mrl_build_addr(rails, n, (flags & FI_SOURCE) ? first : NULL,
-				  false, &fi->src_addrlen);
+	fi->src_addr =
+		mrl_build_addr(rails, n, (flags & FI_SOURCE) ? first : NULL,
+			       false, &fi->src_addrlen);
 	if (first && !(flags & FI_SOURCE) && first->dest_addr)
 		fi->dest_addr = mrl_build_addr(rails, n, first, true,
-					   &fi->dest_addrlen);
+					       &fi->dest_addrlen);
 	if (!fi->domain_attr->name || !fi->fabric_attr->name || !fi->src_addr) {
 		fi_freeinfo(fi);
 		return -FI_ENOMEM;
@@ -495,8 +501,8 @@ static int mrl_make_entry(const struct mrl_rail_set *set, uint32_t mask,
  * rail 0 is the NIC the address names.
  */
 static uint32_t mrl_near_process(const struct mrl_rail_set *set,
-			     const struct fi_info *first,
-			     const struct fi_info *hints)
+				 const struct fi_info *first,
+				 const struct fi_info *hints)
 {
 	char *names[MRL_MAX_RAILS + 1] = { NULL };
 	struct mrl_loc locs[MRL_MAX_RAILS];
@@ -519,8 +525,9 @@ static uint32_t mrl_near_process(const struct mrl_rail_set *set,
 }
 
 static int mrl_build_set(const struct fi_info *all, const struct fi_info *first,
-		     const struct fi_info *hints, const char *core_name,
-		     const char *entry, uint64_t flags, struct fi_info **info)
+			 const struct fi_info *hints, const char *core_name,
+			 const char *entry, uint64_t flags,
+			 struct fi_info **info)
 {
 	struct mrl_rail_set *set = calloc(1, sizeof(*set));
 	struct fi_info *near = NULL;
@@ -532,13 +539,13 @@ static int mrl_build_set(const struct fi_info *all, const struct fi_info *first,
 	ret = mrl_collect_rails(all, first, hints, core_name, flags, set);
 	if (ret)
 		goto out;
-	ret = mrl_make_entry(set, set->n >= 32 ? ~0u : (1u << set->n) - 1, first,
-			 hints, core_name, entry, flags, info);
+	ret = mrl_make_entry(set, set->n >= 32 ? ~0u : (1u << set->n) - 1,
+			     first, hints, core_name, entry, flags, info);
 	if (ret)
 		goto out;
 	mask = mrl_near_process(set, first, hints);
 	if (mask && !mrl_make_entry(set, mask, first, hints, core_name, entry,
-				flags, &near)) {
+				    flags, &near)) {
 		near->next = *info;
 		*info = near;
 	}
@@ -569,7 +576,7 @@ static bool mrl_listed(const char *const *names, int n, const char *name)
  * in each: its rails may span subnets.
  */
 static int mrl_shared_fabrics(const struct fi_info *all, const char **names,
-			  int max)
+			      int max)
 {
 	const struct fi_info *a, *b;
 	bool shared = false;
@@ -589,7 +596,7 @@ static int mrl_shared_fabrics(const struct fi_info *all, const char **names,
 
 /* Copies of the entries of one fabric; NULL when there are none. */
 static struct fi_info *mrl_only_fabric(const struct fi_info *list,
-				   const char *fabric, int *err)
+				       const char *fabric, int *err)
 {
 	struct fi_info *keep = NULL, **tail = &keep;
 
@@ -620,10 +627,11 @@ static struct fi_info **mrl_list_tail(struct fi_info **list)
  * FI_MULTIRAIL_CORE_FABRIC naming one keep that one); otherwise one set
  * over every domain.
  */
-static int mrl_build_info(const struct fi_info *all, const struct fi_info *first,
-		      const struct fi_info *hints, const char *core_name,
-		      const char *entry, uint64_t flags,
-		      struct fi_info **info)
+static int mrl_build_info(const struct fi_info *all,
+			  const struct fi_info *first,
+			  const struct fi_info *hints, const char *core_name,
+			  const char *entry, uint64_t flags,
+			  struct fi_info **info)
 {
 	const char *fabrics[8], *want = "";
 	char label[256], hcore[128], hfab[128] = "";
@@ -633,7 +641,7 @@ static int mrl_build_info(const struct fi_info *all, const struct fi_info *first
 	n = mrl_shared_fabrics(all, fabrics, 8);
 	if (!n)
 		return mrl_build_set(all, first, hints, core_name, entry, flags,
-				 info);
+				     info);
 	if (hints && hints->fabric_attr && hints->fabric_attr->name &&
 	    !mrl_parse_fabric_name(hints->fabric_attr->name, hcore,
 				   sizeof(hcore), hfab, sizeof(hfab)))
@@ -647,8 +655,8 @@ static int mrl_build_info(const struct fi_info *all, const struct fi_info *first
 		sub_first = mrl_only_fabric(first, fabrics[i], &err2);
 		snprintf(label, sizeof(label), "%s/%s", core_name, fabrics[i]);
 		if (sub_all && (!first || sub_first) &&
-		    !mrl_build_set(sub_all, sub_first, hints, label, entry, flags,
-			       tail)) {
+		    !mrl_build_set(sub_all, sub_first, hints, label, entry,
+				   flags, tail)) {
 			ret = 0;
 			tail = mrl_list_tail(tail);
 		}
@@ -679,7 +687,7 @@ static bool mrl_same_entry(const struct fi_info *a, const struct fi_info *b)
  * with the caps asked for (rxm) would otherwise leave them out.
  */
 static int mrl_prefer_tagged(uint32_t version, const struct fi_info *core_hints,
-			 struct fi_info **all)
+			     struct fi_info **all)
 {
 	struct fi_info *hints, *tagged = NULL, **pos, *t, **tp;
 
@@ -725,7 +733,8 @@ static bool mrl_hints_ok(const struct fi_info *hints)
 }
 
 /* Drop the entries that do not honour the hints; -FI_ENODATA if none is left. */
-static int mrl_keep_honouring(struct fi_info **info, const struct fi_info *hints)
+static int mrl_keep_honouring(struct fi_info **info,
+			      const struct fi_info *hints)
 {
 	struct fi_info *fi, *next, *keep = NULL, **tail = &keep;
 	const char *miss = NULL, *why;
@@ -756,14 +765,15 @@ static int mrl_keep_honouring(struct fi_info **info, const struct fi_info *hints
  * failed, say so rather than that no core exists.
  */
 static void mrl_say_why_none(uint32_t version, struct fi_info *core_hints,
-			 const char *core_name)
+			     const char *core_name)
 {
 	struct fi_info *host = NULL;
 	const char *name = core_name ? core_name : "any";
 
 	if (core_hints->caps & FI_HMEM) {
 		core_hints->caps &= ~FI_HMEM;
-		if (!mrl_core_getinfo(version, NULL, NULL, 0, core_hints, &host)) {
+		if (!mrl_core_getinfo(version, NULL, NULL, 0, core_hints,
+				      &host)) {
 			MRL_INFO(FI_LOG_CORE, "FI_HMEM asked, but the core (%s) "
 				 "does not carry device memory: no entry\n",
 				 name);
@@ -808,7 +818,7 @@ int mrl_getinfo(uint32_t version, const char *node, const char *service,
 		ret = mrl_filter_core(&all, &core_name);
 	if (!ret)
 		ret = mrl_avoid_hidden_layering(version, core_hints, &all,
-					    &core_name);
+						&core_name);
 	if (ret) {
 		mrl_say_why_none(version, core_hints, core_name);
 		goto out;
@@ -816,14 +826,15 @@ int mrl_getinfo(uint32_t version, const char *node, const char *service,
 	if (node || service || (flags & FI_SOURCE)) {
 		free(core_hints->fabric_attr->prov_name);
 		core_hints->fabric_attr->prov_name = strdup(core_name);
-		ret = mrl_core_getinfo(version, node, service, flags, core_hints,
-				   &addressed);
+		ret = mrl_core_getinfo(version, node, service, flags,
+				       core_hints, &addressed);
 		if (!ret)
 			ret = mrl_filter_core(&addressed, &core_name);
 		if (ret)
 			goto out;
 	}
-	ret = mrl_build_info(all, addressed, hints, core_name, entry, flags, info);
+	ret = mrl_build_info(all, addressed, hints, core_name, entry, flags,
+			     info);
 	if (!ret)
 		ret = mrl_keep_honouring(info, hints);
 out:

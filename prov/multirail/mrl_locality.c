@@ -85,16 +85,18 @@ int mrl_locality_rails(char *const *rails, int n, struct mrl_loc *locs)
 
 	for (i = 0; i < n; i++) {
 		mrl_topo_loc_unknown(&locs[i]);
-		if (t && !mrl_topo_rail_locality(t, mrl_rail_topo_name(rails[i]),
-						 &locs[i]) &&
+		if (t &&
+		    !mrl_topo_rail_locality(t, mrl_rail_topo_name(rails[i]),
+					    &locs[i]) &&
 		    (locs[i].obj || locs[i].numa >= 0))
 			known++;
 	}
 	return known;
 }
 
-static uint32_t mrl_choose(const struct mrl_loc *target, const struct mrl_loc *locs,
-		       int n, int max, const char *what)
+static uint32_t mrl_choose(const struct mrl_loc *target,
+			   const struct mrl_loc *locs, int n, int max,
+			   const char *what)
 {
 	const char *why;
 	uint64_t mask = 0;

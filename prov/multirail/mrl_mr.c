@@ -50,8 +50,6 @@ static int mrl_mr_close(struct fid *fid)
 	return 0;
 }
 
-/* Our key, from rail 0's (see the top of this file).  Domain locked: the
- * generation is shared by every thread registering on the domain. */
 /*
  * Registrations by our key, so that a peer's key question (anyone who
  * reaches rail 0 may ask) costs one bucket, not a walk of every
@@ -222,7 +220,7 @@ static struct fi_ops mrl_mr_fi_ops = {
  * or not at all).  The cores get the attributes and flags as they came.
  */
 static int mrl_reg_buffer(const struct fi_mr_attr *attr, uint64_t flags,
-		      const void **buf, size_t *len)
+			  const void **buf, size_t *len)
 {
 #ifdef FI_MR_DMABUF
 	if (flags & FI_MR_DMABUF) {

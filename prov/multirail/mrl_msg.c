@@ -115,7 +115,7 @@ static int mrl_check_args(struct mrl_ep *ep, const struct mrl_msg_args *a)
 }
 
 static int mrl_core_addr(struct mrl_ep *ep, fi_addr_t addr, bool tx,
-		     fi_addr_t *out, struct mrl_peer **peer_out)
+			 fi_addr_t *out, struct mrl_peer **peer_out)
 {
 	struct mrl_peer *peer;
 
@@ -197,7 +197,8 @@ static ssize_t mrl_send_lost(struct mrl_ep *ep, const struct mrl_msg_args *a)
  * with the request.  *a then names the copy.
  */
 static int mrl_send_from_copy(struct mrl_ep *ep, struct mrl_msg_req *req,
-			  struct mrl_msg_args *a, struct iovec *iov, void **desc)
+			      struct mrl_msg_args *a, struct iovec *iov,
+			      void **desc)
 {
 	size_t len = mrl_iov_len(a->iov, a->count), off = 0, i;
 	const struct mrl_mr *mr;
@@ -264,12 +265,11 @@ static ssize_t mrl_msg_post(struct mrl_ep *ep, const struct mrl_msg_args *args)
 	}
 	if (ret)
 		goto out;
-	req = mrl_msg_req_start(ep, a->context,
-				a->flags | (a->tx ? ep->tx_op_flags :
-						    ep->rx_op_flags),
-				(a->tx ? FI_SEND : FI_RECV) |
-				(a->tagged ? FI_TAGGED : FI_MSG),
-				mrl_iov_len(a->iov, a->count), &flags);
+	req = mrl_msg_req_start(
+		ep, a->context,
+		a->flags | (a->tx ? ep->tx_op_flags : ep->rx_op_flags),
+		(a->tx ? FI_SEND : FI_RECV) | (a->tagged ? FI_TAGGED : FI_MSG),
+		mrl_iov_len(a->iov, a->count), &flags);
 	if (!req) {
 		ret = -FI_EAGAIN;
 		goto out;
@@ -428,8 +428,9 @@ static ssize_t mrl_senddata(struct fid_ep *ep, const void *buf, size_t len,
 }
 
 /* Injects go straight to the core: no completion, nothing to route. */
-static ssize_t mrl_msg_inject(struct fid_ep *ep_fid, const void *buf, size_t len,
-		      uint64_t data, fi_addr_t dest, uint64_t tag, int kind)
+static ssize_t mrl_msg_inject(struct fid_ep *ep_fid, const void *buf,
+			      size_t len, uint64_t data, fi_addr_t dest,
+			      uint64_t tag, int kind)
 {
 	struct mrl_ep *ep = mrl_ep_of(ep_fid);
 	struct fid_ep *core = ep->rails[0].ep;

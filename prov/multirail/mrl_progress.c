@@ -55,8 +55,9 @@ void mrl_remote_event(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
  * the AV the claims are looked up in (mrl_ctrl_rx knows whether the core
  * reports sources there).
  */
-static void mrl_progress_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
-		    int rail, fi_addr_t core_src, int err)
+static void mrl_progress_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
+				 size_t len, int rail, fi_addr_t core_src,
+				 int err)
 {
 	struct mrl_ctrl_learned learned;
 
@@ -79,20 +80,22 @@ static fi_addr_t mrl_user_src(struct mrl_ep *ep, int rail, fi_addr_t core_src)
 }
 
 /* Every completion but a chunk's: messages, control, fences, probes. */
-static void
-mrl_dispatch_side(struct mrl_ep *ep, int rail, struct mrl_req_hdr *hdr,
-	      const struct fi_cq_tagged_entry *e, fi_addr_t core_src, int err,
-	      const struct fi_cq_err_entry *err_entry)
+static void mrl_dispatch_side(struct mrl_ep *ep, int rail,
+			      struct mrl_req_hdr *hdr,
+			      const struct fi_cq_tagged_entry *e,
+			      fi_addr_t core_src, int err,
+			      const struct fi_cq_err_entry *err_entry)
 {
 	/* side requests back: progress reads their rail while others are out */
 	switch (hdr->kind) {
 	case MRL_REQ_MSG:
 		mrl_msg_complete(ep, (struct mrl_msg_req *) hdr, e,
-				 mrl_user_src(ep, rail, core_src), err, err_entry);
+				 mrl_user_src(ep, rail, core_src), err,
+				 err_entry);
 		break;
 	case MRL_REQ_CTRL_RX:
-		mrl_progress_ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr, err ? 0 : e->len,
-			rail, core_src, err);
+		mrl_progress_ctrl_rx(ep, (struct mrl_ctrl_buf *) hdr,
+				     err ? 0 : e->len, rail, core_src, err);
 		break;
 	case MRL_REQ_CTRL_TX:
 		mrl_side_done(ep, rail);
@@ -137,10 +140,9 @@ static void mrl_note_core_errno(const struct mrl_chunk *chunk,
 }
 
 /* Inline in mrl_dispatch_all: a chunk back, nearly every entry, tested first. */
-static inline __attribute__((always_inline))
-void mrl_dispatch(struct mrl_ep *ep, int rail, const struct fi_cq_tagged_entry *e,
-	      fi_addr_t core_src, int err,
-	      const struct fi_cq_err_entry *err_entry)
+static inline __attribute__((always_inline)) void mrl_dispatch(
+	struct mrl_ep *ep, int rail, const struct fi_cq_tagged_entry *e,
+	fi_addr_t core_src, int err, const struct fi_cq_err_entry *err_entry)
 {
 	struct mrl_req_hdr *hdr = e->op_context;
 	struct mrl_op *op;
@@ -151,7 +153,8 @@ void mrl_dispatch(struct mrl_ep *ep, int rail, const struct fi_cq_tagged_entry *
 	 */
 	if (!hdr || (e->flags & (FI_REMOTE_WRITE | FI_REMOTE_READ))) {
 		if (!err)
-			mrl_remote_event(ep, e, mrl_user_src(ep, rail, core_src));
+			mrl_remote_event(ep, e,
+					 mrl_user_src(ep, rail, core_src));
 		else
 			MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: remote event "
 				      "error %d\n", rail, err);
@@ -183,8 +186,8 @@ static void mrl_read_err(struct mrl_ep *ep, int rail)
 	e.buf = err.buf;
 	e.data = err.data;
 	e.tag = err.tag;
-	mrl_dispatch(ep, rail, &e, FI_ADDR_NOTAVAIL, err.err ? -err.err : -FI_EIO,
-		 &err);
+	mrl_dispatch(ep, rail, &e, FI_ADDR_NOTAVAIL,
+		     err.err ? -err.err : -FI_EIO, &err);
 }
 
 /* Calls per rail per progress (MRL_CQ_BATCH entries each, mrl.h). */
@@ -229,9 +232,9 @@ static inline bool mrl_reads_src(const struct mrl_ep *ep, int rail)
  * untouched, hence NOTAVAIL first for the user's; rail 0's own (control
  * claims) come from a core with FI_SOURCE, which sets a receive's.
  */
-static inline __attribute__((always_inline))
-ssize_t mrl_read_core(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
-		  fi_addr_t *src)
+static inline __attribute__((always_inline)) ssize_t mrl_read_core(
+	struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
+	fi_addr_t *src)
 {
 	ssize_t i;
 
@@ -258,9 +261,9 @@ static inline ssize_t mrl_read_outcome(struct mrl_ep *ep, int rail, ssize_t n)
  * A busy read: whether it found anything (an error entry counts) tells
  * the engine who the limit is.
  */
-static inline __attribute__((always_inline))
-ssize_t mrl_read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
-		  fi_addr_t *src)
+static inline __attribute__((always_inline)) ssize_t mrl_read_rail(
+	struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
+	fi_addr_t *src)
 {
 	bool busy = ep->engine.busy & (1u << rail);
 	ssize_t n = mrl_read_outcome(ep, rail, mrl_read_core(ep, rail, e, src));
@@ -271,7 +274,8 @@ ssize_t mrl_read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
 }
 
 /* The fast path's chunk, back fine: nearly every entry of a busy rail. */
-static inline struct mrl_chunk *mrl_whole_chunk(const struct fi_cq_tagged_entry *e)
+static inline struct mrl_chunk *mrl_whole_chunk(
+	const struct fi_cq_tagged_entry *e)
 {
 	struct mrl_req_hdr *hdr = e->op_context;
 
@@ -287,11 +291,10 @@ static inline struct mrl_chunk *mrl_whole_chunk(const struct fi_cq_tagged_entry 
  * takes or gives requests or chunks meanwhile: the free lists' tops stay
  * in registers.
  */
-static inline __attribute__((always_inline))
-ssize_t mrl_whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
-		  const struct fi_cq_tagged_entry *e, ssize_t n,
-		  struct mrl_returns *back, enum fi_cq_format format,
-		  size_t size)
+static inline __attribute__((always_inline)) ssize_t mrl_whole_out(
+	struct mrl_ep *ep, struct mrl_cq *cq,
+	const struct fi_cq_tagged_entry *e, ssize_t n, struct mrl_returns *back,
+	enum fi_cq_format format, size_t size)
 {
 	struct mrl_rma_req *free_reqs = ep->rma_free;
 	struct mrl_chunk *free_chunks = ep->engine.free_top;
@@ -311,8 +314,8 @@ ssize_t mrl_whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 				  mrl_rma_comp_flags(op->kind), op->len, NULL,
 				  0, 0);
 		out += size;
-		mrl_rma_req_push(&free_reqs, mrl_container_of(op,
-					struct mrl_rma_req, op));
+		mrl_rma_req_push(&free_reqs,
+				 mrl_container_of(op, struct mrl_rma_req, op));
 	}
 	ep->rma_free = free_reqs;
 	ep->engine.free_top = free_chunks;
@@ -330,9 +333,9 @@ ssize_t mrl_whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
  * FI_ADDR_NOTAVAIL).  How many entries it took, in order; the rest go the
  * general way, the credit of these in back as theirs.
  */
-static inline __attribute__((always_inline))
-ssize_t mrl_whole_to_reader(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
-			ssize_t n, struct mrl_returns *back)
+static inline __attribute__((always_inline)) ssize_t mrl_whole_to_reader(
+	struct mrl_ep *ep, const struct fi_cq_tagged_entry *e, ssize_t n,
+	struct mrl_returns *back)
 {
 	struct mrl_cq *cq = ep->tx_cq;
 
@@ -341,16 +344,16 @@ ssize_t mrl_whole_to_reader(struct mrl_ep *ep, const struct fi_cq_tagged_entry *
 	switch (mrl_cq_format(cq)) {
 	case FI_CQ_FORMAT_CONTEXT:
 		return mrl_whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_CONTEXT,
-				 sizeof(struct fi_cq_entry));
+				     sizeof(struct fi_cq_entry));
 	case FI_CQ_FORMAT_MSG:
 		return mrl_whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_MSG,
-				 sizeof(struct fi_cq_msg_entry));
+				     sizeof(struct fi_cq_msg_entry));
 	case FI_CQ_FORMAT_DATA:
 		return mrl_whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_DATA,
-				 sizeof(struct fi_cq_data_entry));
+				     sizeof(struct fi_cq_data_entry));
 	default:
 		return mrl_whole_out(ep, cq, e, n, back, FI_CQ_FORMAT_TAGGED,
-				 sizeof(struct fi_cq_tagged_entry));
+				     sizeof(struct fi_cq_tagged_entry));
 	}
 }
 
@@ -364,8 +367,8 @@ static void mrl_drain_others(struct mrl_ep *ep);
  * mrl_rail0_batches.
  */
 static void mrl_dispatch_all(struct mrl_ep *ep, int rail,
-			 struct fi_cq_tagged_entry *e, fi_addr_t *src,
-			 ssize_t n, bool msg_last)
+			     struct fi_cq_tagged_entry *e, fi_addr_t *src,
+			     ssize_t n, bool msg_last)
 {
 	struct mrl_returns back = { 0, 0 };
 	bool with_src = mrl_reads_src(ep, rail);
@@ -388,8 +391,8 @@ static void mrl_dispatch_all(struct mrl_ep *ep, int rail,
 			mrl_drain_others(ep);
 			msg_last = false;
 		}
-		mrl_dispatch(ep, rail, &e[i], with_src ? src[i] : FI_ADDR_NOTAVAIL,
-			 0, NULL);
+		mrl_dispatch(ep, rail, &e[i],
+			     with_src ? src[i] : FI_ADDR_NOTAVAIL, 0, NULL);
 	}
 	mrl_engine_returned(&ep->engine, rail, &back);
 }
@@ -486,7 +489,7 @@ static void mrl_drain_others(struct mrl_ep *ep)
  * the message, rail 0's own, may go first.)
  */
 static void mrl_rail0_batches(struct mrl_ep *ep, struct fi_cq_tagged_entry *e,
-			  fi_addr_t *src, ssize_t n)
+			      fi_addr_t *src, ssize_t n)
 {
 	int rounds = MRL_CQ_ROUNDS;
 
@@ -505,7 +508,7 @@ static void mrl_rail0_batches(struct mrl_ep *ep, struct fi_cq_tagged_entry *e,
  * its turn comes).
  */
 static void mrl_read_due(struct mrl_ep *ep, uint32_t due,
-		     struct fi_cq_tagged_entry *e, fi_addr_t *src)
+			 struct fi_cq_tagged_entry *e, fi_addr_t *src)
 {
 	uint32_t idle = due & ~(ep->engine.busy | ep->side_busy) & ~1u;
 	uint32_t first, rails;
@@ -530,7 +533,7 @@ static void mrl_read_due(struct mrl_ep *ep, uint32_t due,
 				mrl_progress_rail(ep, r, false);
 			else
 				mrl_rail0_batches(ep, e, src,
-					      mrl_read_rail(ep, 0, e, src));
+						  mrl_read_rail(ep, 0, e, src));
 			if (mrl_reader_full(ep)) {
 				ep->read_turn = r + 1 < ep->nrails ? r + 1 : 0;
 				return;
@@ -543,9 +546,9 @@ static void mrl_read_due(struct mrl_ep *ep, uint32_t due,
  * A first batch (n, or -FI_EAGAIN after an error entry) read from the one
  * rail due: handed on, and the rail read on while it gives full batches.
  */
-static void
-mrl_rail_batches(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
-	     fi_addr_t *src, ssize_t n)
+static void mrl_rail_batches(struct mrl_ep *ep, int rail,
+			     struct fi_cq_tagged_entry *e, fi_addr_t *src,
+			     ssize_t n)
 {
 	if (!rail) {
 		mrl_rail0_batches(ep, e, src, n);

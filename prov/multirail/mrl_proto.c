@@ -40,7 +40,8 @@ static int mrl_delta_check(const struct mrl_addr_hdr *hdr, size_t len)
 		return -1;
 	if ((alen % 8) && (bitmap[alen / 8] >> (alen % 8)))
 		return -1;
-	return len < mrl_addr_size(1, alen) + mrl_delta_len(bitmap, alen) ? -1 : 0;
+	return len < mrl_addr_size(1, alen) + mrl_delta_len(bitmap, alen) ? -1
+									  : 0;
 }
 
 int mrl_addr_check(const void *addr, size_t len)
@@ -186,9 +187,10 @@ int mrl_ctrl_msg_check(const void *buf, size_t len)
 	if (msg.nkeys > MRL_MAX_RAILS)
 		return MRL_CTRL_DROP_NKEYS;
 	if (len < sizeof(msg) + msg.addrlen +
-		  (size_t) msg.nkeys * sizeof(uint64_t) +
-		  (msg.type == MRL_CTRL_WRITE_DATA ?
-		   sizeof(struct mrl_ctrl_data) : 0))
+			  (size_t) msg.nkeys * sizeof(uint64_t) +
+			  (msg.type == MRL_CTRL_WRITE_DATA
+				   ? sizeof(struct mrl_ctrl_data)
+				   : 0))
 		return MRL_CTRL_DROP_SHORT;
 	return MRL_CTRL_OK;
 }

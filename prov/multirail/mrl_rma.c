@@ -173,7 +173,7 @@ void mrl_rma_fini(struct mrl_ep *ep)
 
 /* What this chunk asks of the core: see mrl_sched_chunk. */
 static unsigned int mrl_chunk_needs(struct mrl_ep *ep,
-				const struct mrl_chunk *chunk)
+				    const struct mrl_chunk *chunk)
 {
 	const struct mrl_op *op = chunk->op;
 	struct mrl_sched_chunk c = {
@@ -212,7 +212,7 @@ ssize_t mrl_post_plain(struct mrl_ep *ep, const struct mrl_chunk *chunk,
 }
 
 static ssize_t mrl_post_msg(struct mrl_ep *ep, const struct mrl_chunk *chunk,
-			uint64_t key, unsigned int needs)
+			    uint64_t key, unsigned int needs)
 {
 	const struct mrl_op *op = chunk->op;
 	const struct mrl_peer *peer = op->peer;
@@ -287,8 +287,8 @@ int mrl_rma_post_chunk(void *owner, struct mrl_chunk *chunk)
  * how many rails can use them.
  */
 static int mrl_resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
-			uint64_t key, uint64_t *keys, const uint64_t **keyv,
-			uint32_t *remote_near)
+			    uint64_t key, uint64_t *keys, const uint64_t **keyv,
+			    uint32_t *remote_near)
 {
 	struct mrl_domain *dom = ep->domain;
 	const struct mrl_key_entry *entry;
@@ -439,7 +439,7 @@ static uint32_t mrl_local_near(const struct mrl_rma_args *a)
 
 /* Device memory is cut by its own rule (mrl_rma_sched_init). */
 static const struct mrl_sched_params *mrl_op_sched(const struct mrl_ep *ep,
-					       const struct mrl_rma_args *a)
+						   const struct mrl_rma_args *a)
 {
 	const struct mrl_mr *mr = a->count && a->desc ? a->desc[0] : NULL;
 
@@ -453,8 +453,8 @@ static const struct mrl_sched_params *mrl_op_sched(const struct mrl_ep *ep,
  * The op also tells probes where the peer's memory is now.
  */
 static uint32_t mrl_usable_rails(struct mrl_peer *peer, uint32_t rails,
-			     const struct mrl_rma_slot *slot,
-			     const struct mrl_rma_args *a)
+				 const struct mrl_rma_slot *slot,
+				 const struct mrl_rma_args *a)
 {
 	uint32_t keyed = mrl_rail_mask(slot->key_rails) & ~peer->rails_down;
 
@@ -466,8 +466,8 @@ static uint32_t mrl_usable_rails(struct mrl_peer *peer, uint32_t rails,
 
 /* The engine's op, every field it reads set here (no memset: hot path). */
 static void mrl_op_init(struct mrl_ep *ep, struct mrl_op *op,
-		    const struct mrl_rma_args *a, struct mrl_peer *peer,
-		    const struct mrl_sched_params *sched)
+			const struct mrl_rma_args *a, struct mrl_peer *peer,
+			const struct mrl_sched_params *sched)
 {
 	size_t i;
 
@@ -504,13 +504,14 @@ static void mrl_op_init(struct mrl_ep *ep, struct mrl_op *op,
  * us; and the peer told of the rails it is about to receive on.
  */
 static uint32_t mrl_op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
-			 struct mrl_rma_slot *slot, const struct mrl_rma_args *a,
-			 uint32_t remote_near)
+			     struct mrl_rma_slot *slot,
+			     const struct mrl_rma_args *a, uint32_t remote_near)
 {
 	uint32_t rails;
 
-	rails = mrl_sched_near(slot->local_near, remote_near,
-			       mrl_rail_mask(mrl_stripe_rails(ep, peer, slot->key_rails)));
+	rails = mrl_sched_near(
+		slot->local_near, remote_near,
+		mrl_rail_mask(mrl_stripe_rails(ep, peer, slot->key_rails)));
 	if (ep->ctrl_ep || (rails & ~peer->rails_up & ~1u))
 		mrl_ctrl_rails_up(ep, peer, rails);
 	if (peer->rails_down)
@@ -526,12 +527,14 @@ static uint32_t mrl_op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
  * to be opened the op waits (mrl_ctrl_await_rails).
  */
 static bool mrl_wait_for_rails(struct mrl_ep *ep, struct mrl_peer *peer,
-			   const struct mrl_rma_slot *slot, uint32_t remote_near)
+			       const struct mrl_rma_slot *slot,
+			       uint32_t remote_near)
 {
 	uint32_t rails;
 
-	rails = mrl_sched_near(slot->local_near, remote_near,
-			       mrl_rail_mask(mrl_stripe_rails(ep, peer, slot->key_rails)));
+	rails = mrl_sched_near(
+		slot->local_near, remote_near,
+		mrl_rail_mask(mrl_stripe_rails(ep, peer, slot->key_rails)));
 	if (ep->ctrl_ep || (rails & ~peer->rails_up & ~1u))
 		mrl_ctrl_rails_up(ep, peer, rails);
 	return peer->rails_closed &&
@@ -542,17 +545,17 @@ static bool mrl_wait_for_rails(struct mrl_ep *ep, struct mrl_peer *peer,
  * A writedata announces, like a send, the writes before it: those still
  * unflushed on other rails land first (-FI_EAGAIN until they did).  Where
  * they were lost with a failed rail it completes with -FI_EIO instead of
- * being raised without them, as a send does.  Domain locked.
+ * being raised without them, as a send does.  Returns 0 to go on; 1 where
+ * it failed, its error reported; or a negative error to return.  Domain
+ * locked.
  */
-/*
- * Before a writedata: 0 to go on; 1 where it failed (-FI_EIO: writes
- * before it were lost with a rail), its error reported; or a negative
- * error to return (-FI_EAGAIN while flushes are in flight).
- */
-static ssize_t mrl_announce_fence(struct mrl_ep *ep, const struct mrl_rma_args *a,
-			      struct mrl_peer *peer)
+static ssize_t mrl_announce_fence(struct mrl_ep *ep,
+				  const struct mrl_rma_args *a,
+				  struct mrl_peer *peer)
 {
 	ssize_t ret;
+
+	mrl_assert_locked(ep->domain);
 
 	mrl_fence_note_write(peer);	/* its own bytes too */
 	ret = mrl_fence_progress(ep, peer);
@@ -638,7 +641,7 @@ void mrl_rma_announce_waiting(struct mrl_ep *ep)
 
 /* An op checked, to a peer found: into the engine. */
 static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
-			 struct mrl_peer *peer)
+			     struct mrl_peer *peer)
 {
 	const struct mrl_sched_params *sched;
 	struct mrl_rma_req *req;
@@ -661,7 +664,7 @@ static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	}
 	slot = mrl_container_of(req, struct mrl_rma_slot, req);
 	nrails = mrl_resolve_keys(ep, peer, a->rma_iov->key, slot->keys,
-			      &slot->keyv, &remote_near);
+				  &slot->keyv, &remote_near);
 	if (nrails < 0)
 		return nrails;
 	slot->local_near = mrl_local_near(a);
@@ -724,9 +727,9 @@ struct mrl_sg_cursor {
  * The next piece of remote range [.., left bytes) from the local iovs at
  * cur: its iovs in iov/desc (at most MRL_IOV_LIMIT), its length returned.
  */
-static size_t mrl_sg_next_piece(const struct mrl_rma_args *a, struct mrl_sg_cursor *cur,
-			    size_t left, struct iovec *iov, void **desc,
-			    size_t *n)
+static size_t mrl_sg_next_piece(const struct mrl_rma_args *a,
+				struct mrl_sg_cursor *cur, size_t left,
+				struct iovec *iov, void **desc, size_t *n)
 {
 	size_t len = 0, avail, take;
 
@@ -752,8 +755,8 @@ static size_t mrl_sg_next_piece(const struct mrl_rma_args *a, struct mrl_sg_curs
 
 /* Pieces of a (sg NULL: counted only), or posted to peer for sg. */
 static size_t mrl_sg_walk(struct mrl_ep *ep, const struct mrl_rma_args *a,
-		      struct mrl_peer *peer, struct mrl_rma_req *sg,
-		      uint64_t piece_flags)
+			  struct mrl_peer *peer, struct mrl_rma_req *sg,
+			  uint64_t piece_flags)
 {
 	struct mrl_sg_cursor cur = { 0, 0 };
 	struct iovec iov[MRL_IOV_LIMIT];
@@ -765,8 +768,9 @@ static size_t mrl_sg_walk(struct mrl_ep *ep, const struct mrl_rma_args *a,
 
 	for (r = 0; r < a->rma_count && left; r++) {
 		for (off = 0; off < a->rma_iov[r].len && left; off += len) {
-			len = mrl_sg_next_piece(a, &cur, a->rma_iov[r].len - off,
-					    iov, desc, &n);
+			len = mrl_sg_next_piece(a, &cur,
+						a->rma_iov[r].len - off, iov,
+						desc, &n);
 			if (!len)
 				break;
 			left -= len;
@@ -839,7 +843,7 @@ void mrl_rma_piece_done(struct mrl_ep *ep, struct mrl_rma_req *req, int err)
  * goes: a bad one fails the whole op, not its tail.
  */
 static int mrl_sg_check_keys(struct mrl_ep *ep, const struct mrl_rma_args *a,
-			 struct mrl_peer *peer)
+			     struct mrl_peer *peer)
 {
 	uint64_t keys[MRL_MAX_RAILS];
 	const uint64_t *keyv;
@@ -850,7 +854,7 @@ static int mrl_sg_check_keys(struct mrl_ep *ep, const struct mrl_rma_args *a,
 		if (r && a->rma_iov[r].key == a->rma_iov[r - 1].key)
 			continue;
 		ret = mrl_resolve_keys(ep, peer, a->rma_iov[r].key, keys, &keyv,
-				   NULL);
+				       NULL);
 		if (ret < 0)
 			return ret;
 	}
@@ -858,7 +862,7 @@ static int mrl_sg_check_keys(struct mrl_ep *ep, const struct mrl_rma_args *a,
 }
 
 static ssize_t mrl_sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
-			 struct mrl_peer *peer)
+			     struct mrl_peer *peer)
 {
 	uint64_t flags = a->flags | ep->tx_op_flags;
 	bool announce = a->kind == MRL_OP_WRITE && (flags & FI_REMOTE_CQ_DATA);
@@ -916,6 +920,7 @@ static ssize_t mrl_rma_general(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	struct mrl_peer *peer;
 	ssize_t ret;
 
+	mrl_assert_locked(ep->domain);
 	ret = mrl_check_rma(ep, a);
 	if (ret)
 		return ret;
@@ -947,10 +952,10 @@ static ssize_t mrl_rma_general(struct mrl_ep *ep, const struct mrl_rma_args *a)
  * *tell: the peer is yet to hear of rails (mrl_ctrl_rails_up; with a
  * control endpoint, of that alone).
  */
-static inline __attribute__((always_inline)) const uint64_t *
-mrl_fast_keys(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
-	      struct mrl_rma_slot *slot, const struct mrl_mr *mr, uint32_t *rails,
-	      bool *tell)
+static inline __attribute__((always_inline)) const uint64_t *mrl_fast_keys(
+	struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
+	struct mrl_rma_slot *slot, const struct mrl_mr *mr, uint32_t *rails,
+	bool *tell)
 {
 	const struct mrl_key_entry *entry;
 	bool ctrl_ep_new = ep->ctrl_ep && !(peer->rails_up & 1u);
@@ -978,7 +983,7 @@ mrl_fast_keys(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
  * live as long as the peer, and a valid one stays so.
  */
 static void mrl_set_key_hint(struct mrl_peer *peer,
-			 const struct mrl_key_entry *entry, uint32_t local)
+			     const struct mrl_key_entry *entry, uint32_t local)
 {
 	uint32_t rails, open;
 
@@ -1136,7 +1141,7 @@ static size_t mrl_local_len(const struct iovec *iov, size_t count)
 }
 
 static ssize_t mrl_rma_msg(struct fid_ep *ep, enum mrl_op_kind kind,
-		       const struct fi_msg_rma *msg, uint64_t flags)
+			   const struct fi_msg_rma *msg, uint64_t flags)
 {
 	struct mrl_rma_args a = {
 		.kind = kind, .iov = msg->msg_iov, .desc = msg->desc,
@@ -1206,16 +1211,16 @@ static ssize_t mrl_write(struct fid_ep *ep, const void *buf, size_t len,
 			 void *desc, fi_addr_t dest, uint64_t addr,
 			 uint64_t key, void *context)
 {
-	return mrl_rma_buf(ep, MRL_OP_WRITE, (void *) buf, len, desc, dest, addr,
-			   key, context, 0, 0);
+	return mrl_rma_buf(ep, MRL_OP_WRITE, (void *) buf, len, desc, dest,
+			   addr, key, context, 0, 0);
 }
 
 static ssize_t mrl_writedata(struct fid_ep *ep, const void *buf, size_t len,
 			     void *desc, uint64_t data, fi_addr_t dest,
 			     uint64_t addr, uint64_t key, void *context)
 {
-	return mrl_rma_buf(ep, MRL_OP_WRITE, (void *) buf, len, desc, dest, addr,
-			   key, context, data, FI_REMOTE_CQ_DATA);
+	return mrl_rma_buf(ep, MRL_OP_WRITE, (void *) buf, len, desc, dest,
+			   addr, key, context, data, FI_REMOTE_CQ_DATA);
 }
 
 static ssize_t mrl_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
@@ -1248,9 +1253,9 @@ static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
  * An inject with CQ data raises the target's entry as fi_writedata does,
  * by a WRITE_DATA behind its bytes (mrl_ctrl_inject_data).
  */
-static ssize_t mrl_rma_inject_write(struct fid_ep *ep_fid, const void *buf, size_t len,
-			    uint64_t data, bool with_data, fi_addr_t dest,
-			    uint64_t addr, uint64_t key)
+static ssize_t mrl_rma_inject_write(struct fid_ep *ep_fid, const void *buf,
+				    size_t len, uint64_t data, bool with_data,
+				    fi_addr_t dest, uint64_t addr, uint64_t key)
 {
 	struct mrl_ep *ep = mrl_ep_of(ep_fid);
 	fi_addr_t caddr;
@@ -1323,7 +1328,7 @@ struct mrl_keys_learned {
 };
 
 static int mrl_rails_of_entry(const struct mrl_peer *peer,
-			  const struct mrl_key_entry *entry)
+			      const struct mrl_key_entry *entry)
 {
 	return entry->nrails < peer->nrails ? entry->nrails : peer->nrails;
 }
@@ -1335,7 +1340,7 @@ static int mrl_rails_of_entry(const struct mrl_peer *peer,
  * passing it by).
  */
 static uint32_t mrl_keyed_rails(struct mrl_op *op, const struct mrl_peer *peer,
-			    const struct mrl_key_entry *entry)
+				const struct mrl_key_entry *entry)
 {
 	struct mrl_rma_slot *slot = mrl_slot_of(op);
 	int n = mrl_rails_of_entry(peer, entry);

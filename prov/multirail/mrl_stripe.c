@@ -119,7 +119,7 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 
 /* Room, and the rail did not refuse a chunk this pass. */
 static bool mrl_rail_has_credit(const struct mrl_engine *eng, int rail,
-			    const struct mrl_op *op, size_t len)
+				const struct mrl_op *op, size_t len)
 {
 	return !(eng->blocked & (1u << rail)) &&
 	       mrl_rail_has_room(eng, rail, op, len);
@@ -142,7 +142,7 @@ static int mrl_turn_rail(const struct mrl_engine *eng)
 }
 
 static int mrl_pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
-		     size_t len)
+			 size_t len)
 {
 	uint32_t open = op->rail_mask & ~eng->full & ~eng->blocked;
 	int best = -1, i, r = mrl_turn_rail(eng);
@@ -157,16 +157,14 @@ static int mrl_pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
 		if (!(op->rail_mask & (1u << r)) ||
 		    !mrl_rail_has_credit(eng, r, op, len))
 			continue;
-		if (best < 0 ||
-		    eng->rail[r].inflight_bytes < eng->rail[best].inflight_bytes)
+		if (best < 0 || eng->rail[r].inflight_bytes <
+					eng->rail[best].inflight_bytes)
 			best = r;
 	}
 	if (best >= 0)
 		eng->turn = ~1u << best;
 	return best;
 }
-
-
 
 static bool mrl_op_finished(const struct mrl_op *op)
 {
@@ -207,7 +205,7 @@ static void mrl_requeue(struct mrl_engine *eng, struct mrl_op *op)
  * mrl_post_chunk may narrow the op's rails (a rail that refuses for too long).
  */
 static int mrl_post_chunk(struct mrl_engine *eng, struct mrl_op *op,
-		      struct mrl_chunk *chunk)
+			  struct mrl_chunk *chunk)
 {
 	struct mrl_rail_credit *rc;
 	int rail, ret;
@@ -236,7 +234,7 @@ static int mrl_post_chunk(struct mrl_engine *eng, struct mrl_op *op,
 
 /* Returns 0 when posted, -FI_EAGAIN when no rail or chunk is available. */
 static int mrl_post_one(struct mrl_engine *eng, struct mrl_op *op, uint64_t off,
-		    size_t len)
+			size_t len)
 {
 	struct mrl_chunk *chunk = mrl_chunk_pop(eng);
 	int ret;

@@ -59,8 +59,8 @@ int mrl_topo_open(struct mrl_topo **out, const char *xml_path)
 		hwloc_topology_set_flags(t->topo,
 					 HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
 	} else {
-		hwloc_topology_set_io_types_filter(t->topo,
-					HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+		hwloc_topology_set_io_types_filter(
+			t->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
 	}
 	t->from_xml = xml_path != NULL;
 	errno = 0;
@@ -101,7 +101,8 @@ static int mrl_obj_numa(struct mrl_topo *t, hwloc_obj_t obj)
 	return hwloc_bitmap_first(cpu_side->nodeset);
 }
 
-static void mrl_set_loc(struct mrl_topo *t, hwloc_obj_t obj, struct mrl_loc *loc)
+static void mrl_set_loc(struct mrl_topo *t, hwloc_obj_t obj,
+			struct mrl_loc *loc)
 {
 	loc->obj = obj;
 	loc->numa = mrl_obj_numa(t, obj);
@@ -290,7 +291,7 @@ void mrl_topo_free_names(char **names)
 }
 
 static int mrl_collect_osdevs(struct mrl_topo *t, hwloc_obj_osdev_type_t type,
-			  char **names)
+			      char **names)
 {
 	hwloc_obj_t obj = NULL;
 	int n = 0;
