@@ -527,6 +527,8 @@ struct mrl_msg_req {
 	struct fid_mr *copy_mr;
 };
 
+MRL_DECLARE_FREE_STACK(struct mrl_msg_req, mrl_msg_req_stack)
+
 /* The most local and remote iovs of one RMA op (scatter-gather, mrl_rma.c) */
 #define MRL_SG_IOV_MAX		256
 
@@ -580,6 +582,8 @@ struct mrl_ctrl_buf {
 	size_t data_len;
 	uint8_t data[MRL_CTRL_BUF_SIZE];
 };
+
+MRL_DECLARE_FREE_STACK(struct mrl_ctrl_buf, mrl_ctrl_buf_stack)
 
 struct mrl_ep_rail {
 	struct fid_ep *ep;
@@ -953,13 +957,8 @@ static inline uint64_t mrl_rma_comp_flags(enum mrl_op_kind kind)
 	return flags[kind];
 }
 
-/* A request onto a free list (the endpoint's rma_free, or a copy of it). */
-static inline void mrl_rma_req_push(struct mrl_rma_req **top,
-				    struct mrl_rma_req *req)
-{
-	req->next_free = *top;
-	*top = req;
-}
+/* The endpoint's free RMA requests (rma_free, or a copy of its top). */
+MRL_DECLARE_FREE_STACK(struct mrl_rma_req, mrl_rma_req_stack)
 
 /*
  * An RMA op's one completion (the engine's op_done): the user's counter
@@ -1003,7 +1002,7 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 				     NULL, 0, 0, FI_ADDR_NOTAVAIL);
 		req->prov_errno = 0;	/* a chunk failed, and went again */
 	}
-	mrl_rma_req_push(&ep->rma_free, req);
+	mrl_rma_req_stack_push(&ep->rma_free, req);
 }
 
 static inline uint32_t mrl_rail_bit(int rail)

@@ -181,8 +181,7 @@ int mrl_ctrl_init(struct mrl_ep *ep)
 	}
 	for (; i < ep->ctrl_nbufs; i++) {
 		ep->ctrl_bufs[i].hdr.kind = MRL_REQ_CTRL_TX;
-		ep->ctrl_bufs[i].next_free = ep->ctrl_tx_free;
-		ep->ctrl_tx_free = &ep->ctrl_bufs[i];
+		mrl_ctrl_buf_stack_push(&ep->ctrl_tx_free, &ep->ctrl_bufs[i]);
 	}
 	ep->ctrl_backlog = NULL;
 	ep->ctrl_backlog_tail = &ep->ctrl_backlog;
@@ -253,8 +252,7 @@ void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 		buf->peer = NULL;
 	}
 	buf->hdr.kind = MRL_REQ_CTRL_TX;
-	buf->next_free = ep->ctrl_tx_free;
-	ep->ctrl_tx_free = buf;
+	mrl_ctrl_buf_stack_push(&ep->ctrl_tx_free, buf);
 }
 
 /*
@@ -549,9 +547,8 @@ static int mrl_can_send(const struct mrl_ep *ep, const struct mrl_peer *peer,
 
 static struct mrl_ctrl_buf *mrl_take_tx(struct mrl_ep *ep)
 {
-	struct mrl_ctrl_buf *buf = ep->ctrl_tx_free;
+	struct mrl_ctrl_buf *buf = mrl_ctrl_buf_stack_pop(&ep->ctrl_tx_free);
 
-	ep->ctrl_tx_free = buf->next_free;
 	buf->announce = NULL;
 	buf->inject_data = false;
 	buf->flush = false;

@@ -14,10 +14,9 @@
 
 struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep)
 {
-	struct mrl_msg_req *req = ep->msg_free;
+	struct mrl_msg_req *req = mrl_msg_req_stack_pop(&ep->msg_free);
 
 	if (req) {
-		ep->msg_free = req->next_free;
 		req->hdr.kind = MRL_REQ_MSG;
 		mrl_side_posted(ep, 0);	/* progress reads rail 0 */
 	}
@@ -34,8 +33,7 @@ void mrl_msg_req_put(struct mrl_ep *ep, struct mrl_msg_req *req)
 		req->copy_mr = NULL;
 	}
 	req->hdr.kind = 0;
-	req->next_free = ep->msg_free;
-	ep->msg_free = req;
+	mrl_msg_req_stack_push(&ep->msg_free, req);
 	mrl_side_done(ep, 0);
 }
 
@@ -48,10 +46,8 @@ int mrl_msg_init(struct mrl_ep *ep, size_t n)
 	if (!ep->msg_reqs)
 		return -FI_ENOMEM;
 	ep->msg_pool_size = n;
-	for (i = n; i-- > 0;) {	/* free, not given back: none was out */
-		ep->msg_reqs[i].next_free = ep->msg_free;
-		ep->msg_free = &ep->msg_reqs[i];
-	}
+	for (i = n; i-- > 0;)	/* free, not given back: none was out */
+		mrl_msg_req_stack_push(&ep->msg_free, &ep->msg_reqs[i]);
 	return 0;
 }
 

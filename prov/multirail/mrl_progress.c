@@ -314,7 +314,7 @@ static inline __attribute__((always_inline)) ssize_t mrl_whole_out(
 				  mrl_rma_comp_flags(op->kind), op->len, NULL,
 				  0, 0);
 		out += size;
-		mrl_rma_req_push(&free_reqs,
+		mrl_rma_req_stack_push(&free_reqs,
 				 mrl_container_of(op, struct mrl_rma_req, op));
 	}
 	ep->rma_free = free_reqs;

@@ -106,7 +106,7 @@ int mrl_rma_init(struct mrl_ep *ep)
 	}
 	for (i = 0; i < n; i++) {
 		mrl_op_clean(&slots[i].req.op);
-		mrl_rma_req_push(&ep->rma_free, &slots[i].req);
+		mrl_rma_req_stack_push(&ep->rma_free, &slots[i].req);
 	}
 	ep->rma_reqs = &slots[0].req;
 	ep->rma_pool_size = n;
@@ -675,7 +675,7 @@ static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 		mrl_ep_progress(ep);
 		return -FI_EAGAIN;
 	}
-	ep->rma_free = req->next_free;
+	mrl_rma_req_stack_pop(&ep->rma_free);	/* req */
 
 	sched = mrl_op_sched(ep, a);
 	mrl_op_init(ep, &req->op, a, peer, sched);
@@ -833,7 +833,7 @@ void mrl_rma_piece_done(struct mrl_ep *ep, struct mrl_rma_req *req, int err)
 		head->prov_errno = req->prov_errno;
 	}
 	req->prov_errno = 0;
-	mrl_rma_req_push(&ep->rma_free, req);
+	mrl_rma_req_stack_push(&ep->rma_free, req);
 	if (!--head->pieces_out && head->pieces_all_posted)
 		mrl_sg_finish(ep, head);
 }
@@ -882,8 +882,7 @@ static ssize_t mrl_sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
 		mrl_ep_progress(ep);
 		return -FI_EAGAIN;
 	}
-	head = ep->rma_free;
-	ep->rma_free = head->next_free;
+	head = mrl_rma_req_stack_pop(&ep->rma_free);
 	head->op.kind = a->kind;
 	head->op.flags = flags & ~FI_REMOTE_CQ_DATA;
 	head->op.context = a->context;
@@ -1029,7 +1028,7 @@ static ssize_t mrl_fast_undo(struct mrl_ep *ep, struct mrl_chunk *chunk,
 	if (ret == -FI_EAGAIN)
 		mrl_health_refused(ep, op->peer, chunk->rail);
 	mrl_engine_whole_untake(&ep->engine, chunk);
-	mrl_rma_req_push(&ep->rma_free,
+	mrl_rma_req_stack_push(&ep->rma_free,
 			 mrl_container_of(op, struct mrl_rma_req, op));
 	return MRL_RMA_DECLINED;
 }
@@ -1098,7 +1097,7 @@ ssize_t mrl_rma_fast(struct mrl_ep *ep, const struct mrl_rma_args *a)
 	chunk = mrl_engine_whole_take(&ep->engine, op, rails);
 	if (!chunk)
 		return MRL_RMA_DECLINED;
-	ep->rma_free = req->next_free;
+	mrl_rma_req_stack_pop(&ep->rma_free);	/* req */
 	if (__builtin_expect(tell, 0))
 		mrl_ctrl_rails_up(ep, peer, rails);
 	if (a->kind == MRL_OP_WRITE && chunk->rail) {

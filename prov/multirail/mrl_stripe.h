@@ -201,21 +201,18 @@ static inline struct mrl_chunk *mrl_first_chunk(struct mrl_list *l)
 	return mrl_container_of(l->next, struct mrl_chunk, link);
 }
 
+MRL_DECLARE_FREE_STACK(struct mrl_chunk, mrl_chunk_stack)
+
 /* A free chunk's link is self-linked: it leaves no list when taken. */
 static inline struct mrl_chunk *mrl_chunk_pop(struct mrl_engine *eng)
 {
-	struct mrl_chunk *chunk = eng->free_top;
-
-	if (chunk)
-		eng->free_top = chunk->next_free;
-	return chunk;
+	return mrl_chunk_stack_pop(&eng->free_top);
 }
 
 static inline void mrl_chunk_push(struct mrl_engine *eng,
 				  struct mrl_chunk *chunk)
 {
-	chunk->next_free = eng->free_top;
-	eng->free_top = chunk;
+	mrl_chunk_stack_push(&eng->free_top, chunk);
 }
 
 /* The rail's credit moved: is it at its fill level now? */
@@ -336,7 +333,7 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 	if (eng->rail[rail].inflight >= eng->whole_depth)
 		return NULL;
 	eng->turn = ~1u << rail;	/* 0 after rail 31 */
-	eng->free_top = chunk->next_free;
+	mrl_chunk_stack_pop(&eng->free_top);	/* chunk */
 	op->rail_mask = rail_mask;
 	op->chunk_size = op->len;
 	chunk->op = op;
@@ -420,8 +417,7 @@ mrl_engine_whole_back_to(struct mrl_chunk *chunk, struct mrl_returns *back,
 	back->bytes += chunk->len;
 	op->inflight = 0;
 	chunk->in_flight = false;
-	chunk->next_free = *free_top;
-	*free_top = chunk;
+	mrl_chunk_stack_push(free_top, chunk);
 	return op;
 }
 
