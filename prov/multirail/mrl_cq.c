@@ -306,9 +306,9 @@ static ssize_t mrl_lease_found(struct mrl_cq *cq, ssize_t n,
  * it found, if anything, handed to progress with the reader's buffer.
  * Nothing of the reader's needs to outlive the core's call but cq.
  */
-static inline __attribute__((always_inline)) ssize_t mrl_read_leased(
-	struct fid_cq *cq_fid, void *buf, size_t count, fi_addr_t *src_addr,
-	bool from)
+static inline __attribute__((always_inline))
+ssize_t mrl_read_leased(struct fid_cq *cq_fid, void *buf, size_t count,
+			fi_addr_t *src_addr, bool from)
 {
 	struct mrl_cq *cq = mrl_to_cq(cq_fid);
 	struct mrl_ep_rail **at = cq->lease.at;

@@ -140,9 +140,10 @@ static void mrl_note_core_errno(const struct mrl_chunk *chunk,
 }
 
 /* Inline in mrl_dispatch_all: a chunk back, nearly every entry, tested first. */
-static inline __attribute__((always_inline)) void mrl_dispatch(
-	struct mrl_ep *ep, int rail, const struct fi_cq_tagged_entry *e,
-	fi_addr_t core_src, int err, const struct fi_cq_err_entry *err_entry)
+static inline __attribute__((always_inline))
+void mrl_dispatch(struct mrl_ep *ep, int rail,
+		  const struct fi_cq_tagged_entry *e, fi_addr_t core_src,
+		  int err, const struct fi_cq_err_entry *err_entry)
 {
 	struct mrl_req_hdr *hdr = e->op_context;
 	struct mrl_op *op;
@@ -232,9 +233,9 @@ static inline bool mrl_reads_src(const struct mrl_ep *ep, int rail)
  * untouched, hence NOTAVAIL first for the user's; rail 0's own (control
  * claims) come from a core with FI_SOURCE, which sets a receive's.
  */
-static inline __attribute__((always_inline)) ssize_t mrl_read_core(
-	struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
-	fi_addr_t *src)
+static inline __attribute__((always_inline))
+ssize_t mrl_read_core(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
+		      fi_addr_t *src)
 {
 	ssize_t i;
 
@@ -261,9 +262,9 @@ static inline ssize_t mrl_read_outcome(struct mrl_ep *ep, int rail, ssize_t n)
  * A busy read: whether it found anything (an error entry counts) tells
  * the engine who the limit is.
  */
-static inline __attribute__((always_inline)) ssize_t mrl_read_rail(
-	struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
-	fi_addr_t *src)
+static inline __attribute__((always_inline))
+ssize_t mrl_read_rail(struct mrl_ep *ep, int rail, struct fi_cq_tagged_entry *e,
+		      fi_addr_t *src)
 {
 	bool busy = ep->engine.busy & (1u << rail);
 	ssize_t n = mrl_read_outcome(ep, rail, mrl_read_core(ep, rail, e, src));
@@ -274,8 +275,8 @@ static inline __attribute__((always_inline)) ssize_t mrl_read_rail(
 }
 
 /* The fast path's chunk, back fine: nearly every entry of a busy rail. */
-static inline struct mrl_chunk *mrl_whole_chunk(
-	const struct fi_cq_tagged_entry *e)
+static inline struct mrl_chunk *
+mrl_whole_chunk(const struct fi_cq_tagged_entry *e)
 {
 	struct mrl_req_hdr *hdr = e->op_context;
 
@@ -291,10 +292,11 @@ static inline struct mrl_chunk *mrl_whole_chunk(
  * takes or gives requests or chunks meanwhile: the free lists' tops stay
  * in registers.
  */
-static inline __attribute__((always_inline)) ssize_t mrl_whole_out(
-	struct mrl_ep *ep, struct mrl_cq *cq,
-	const struct fi_cq_tagged_entry *e, ssize_t n, struct mrl_returns *back,
-	enum fi_cq_format format, size_t size)
+static inline __attribute__((always_inline))
+ssize_t mrl_whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
+		      const struct fi_cq_tagged_entry *e, ssize_t n,
+		      struct mrl_returns *back, enum fi_cq_format format,
+		      size_t size)
 {
 	struct mrl_rma_req *free_reqs = ep->rma_free;
 	struct mrl_chunk *free_chunks = ep->engine.free_top;
@@ -333,9 +335,10 @@ static inline __attribute__((always_inline)) ssize_t mrl_whole_out(
  * FI_ADDR_NOTAVAIL).  How many entries it took, in order; the rest go the
  * general way, the credit of these in back as theirs.
  */
-static inline __attribute__((always_inline)) ssize_t mrl_whole_to_reader(
-	struct mrl_ep *ep, const struct fi_cq_tagged_entry *e, ssize_t n,
-	struct mrl_returns *back)
+static inline __attribute__((always_inline))
+ssize_t mrl_whole_to_reader(struct mrl_ep *ep,
+			    const struct fi_cq_tagged_entry *e, ssize_t n,
+			    struct mrl_returns *back)
 {
 	struct mrl_cq *cq = ep->tx_cq;
 

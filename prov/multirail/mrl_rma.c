@@ -951,10 +951,11 @@ static ssize_t mrl_rma_general(struct mrl_ep *ep, const struct mrl_rma_args *a)
  * *tell: the peer is yet to hear of rails (mrl_ctrl_rails_up; with a
  * control endpoint, of that alone).
  */
-static inline __attribute__((always_inline)) const uint64_t *mrl_fast_keys(
-	struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
-	struct mrl_rma_slot *slot, const struct mrl_mr *mr, uint32_t *rails,
-	bool *tell)
+static inline __attribute__((always_inline))
+const uint64_t *mrl_fast_keys(struct mrl_ep *ep, struct mrl_peer *peer,
+			      uint64_t key, struct mrl_rma_slot *slot,
+			      const struct mrl_mr *mr, uint32_t *rails,
+			      bool *tell)
 {
 	const struct mrl_key_entry *entry;
 	bool ctrl_ep_new = ep->ctrl_ep && !(peer->rails_up & 1u);

@@ -333,7 +333,7 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 	if (eng->rail[rail].inflight >= eng->whole_depth)
 		return NULL;
 	eng->turn = ~1u << rail;	/* 0 after rail 31 */
-	mrl_chunk_stack_pop(&eng->free_top);	/* chunk */
+	mrl_chunk_pop(eng);	/* chunk */
 	op->rail_mask = rail_mask;
 	op->chunk_size = op->len;
 	chunk->op = op;
