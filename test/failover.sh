@@ -8,7 +8,8 @@
 # (rma_test -P: the target checks every byte when the message arrives)
 # while the initiator's end of rail 1 goes down for 5 s, and for good, and
 # rounds of plain writedata while the initiator's end of rail 0 goes down
-# (the kernel's default tcp_retries2: the op must end within seconds).
+# (the kernel's default tcp_retries2: the op must end within seconds), and
+# from before the first op.
 # The throughput while a rail is down is measured by
 # fabtests-ext/scripts/fi_multirail_failover (docs/reliability.md).
 export FI_PROVIDER_PATH="$(pwd)/.libs"
@@ -94,7 +95,8 @@ rounds() {
 		>"failover-$1.log" 2>&1 &
 	pid=$!
 	i=0
-	while [ $i -lt 100 ] && ! grep -q '^round 3 ' "failover-$1.log"; do
+	while [ $i -lt 100 ] &&
+	      ! grep -q '^round 3 ' "failover-$1.log" 2>/dev/null; do
 		sleep 0.1
 		i=$((i + 1))
 	done
@@ -188,4 +190,22 @@ for run in 1 2; do
 	rounds wd-rail0 20 writedata
 	down_for_good wd-rail0 0
 done
+
+# Rail 0's initiator end down before the first op: the first writedata
+# is refused on rail 0 (the link is down) as it is posted, and the rail
+# goes out while the op is still being handed to the engine.  It must go
+# to the rails left, not stay on rail 0 (it did in 1 of 4 runs of this
+# form: "round 0: writes not completed in 120 s"; test/stripe_test's
+# test_rail_out_at_first_post is the deterministic form).
+echo "== plain writedata, rail 0's initiator end down from the start"
+ip -n mrl_a link set vA0 down
+rounds wd-rail0-start 10 writedata
+finish wd-rail0-start
+ip -n mrl_a link set vA0 up
+grep -E '^rounds:' "failover-wd-rail0-start.log"
+if ! grep -q '^rounds: 10 of 4 ops each, [0-9]* bytes: 10 sent' \
+	"failover-wd-rail0-start.log"; then
+	echo "FAIL: not every round sent and checked with rail 0 down"
+	exit 1
+fi
 unset deadline_ms

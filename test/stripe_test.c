@@ -38,6 +38,9 @@ struct fake {
 	int rail_chunks[MRL_MAX_RAILS];
 	int spans_iovs;			/* one_iov chunks across two iovs */
 	unsigned char *placed;		/* times each byte completed */
+	struct mrl_engine *eng;		/* for dead rails' walks */
+	uint32_t dead;			/* rails that refuse every post */
+	int dead_tries;			/* posts tried on them */
 };
 
 /* Does [off, off + len) lie within one of the op's iovs? */
@@ -53,11 +56,32 @@ static int within_one_iov(const struct mrl_op *op, size_t off, size_t len)
 	return len == 0;
 }
 
+static void fake_narrow(struct mrl_op *op, void *arg)
+{
+	op->rail_mask &= ~*(const uint32_t *) arg;
+}
+
+/*
+ * A dead rail, as the rail layer handles one: the first refusal takes it
+ * out of every op's mask (mrl_rail_down's walk), later ones change
+ * nothing; the core refuses every post there.
+ */
+static int fake_refuse_dead(struct fake *f, int rail)
+{
+	uint32_t bit = 1u << rail;
+
+	if (!f->dead_tries++)
+		mrl_engine_for_each_op(f->eng, fake_narrow, &bit);
+	return -FI_EAGAIN;
+}
+
 static int fake_post(void *owner, struct mrl_chunk *c)
 {
 	struct fake *f = owner;
 	size_t i;
 
+	if (f->dead & (1u << c->rail))
+		return fake_refuse_dead(f, c->rail);
 	if (f->eagain[c->rail] > 0) {
 		f->eagain[c->rail]--;
 		return -FI_EAGAIN;
@@ -492,6 +516,45 @@ static void test_no_rail_left(void)
 	mrl_engine_submit(&eng, &op2);
 	CHECK(f.done_calls == 2 && f.done_err == -FI_EHOSTUNREACH,
 	      "done %d err %d", f.done_calls, f.done_err);
+	CHECK(mrl_engine_idle(&eng), "engine not idle");
+	mrl_engine_fini(&eng);
+}
+
+/*
+ * A rail taken out by the refusal of an op's first post (the op submitted
+ * to an empty queue): the walk that takes the rail out must see that op,
+ * or it keeps a rail the rail layer no longer judges and is posted there
+ * for good.  With no rail left it fails; with another, it goes there.
+ */
+static void test_rail_out_at_first_post(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op, op2;
+	struct fake f;
+	int i;
+
+	setup(&eng, &f, 2, 4, 1 << 30);
+	f.eng = &eng;
+	f.dead = 0x1;
+	init_op(&op, 4096, 0);
+	mrl_op_prepare(&eng, &op, 0x1, 4096);
+	mrl_engine_submit(&eng, &op);
+	for (i = 0; i < 10 && !f.done_calls; i++)
+		mrl_engine_progress(&eng);
+	CHECK(f.done_calls == 1 && f.done_err == -FI_EHOSTUNREACH &&
+	      f.dead_tries == 1, "alone on the rail: done %d err %d, %d "
+	      "posts tried there", f.done_calls, f.done_err, f.dead_tries);
+
+	f.dead_tries = 0;
+	init_op(&op2, 1 << 20, 0);
+	mrl_op_prepare(&eng, &op2, 0x3, 256 << 10);
+	eng.turn = 0;		/* rail 0 first */
+	mrl_engine_submit(&eng, &op2);
+	drain(&eng, &f, 7);
+	CHECK(f.done_calls == 2 && !f.done_err && f.dead_tries == 1 &&
+	      f.rail_chunks[1] == 4, "with rail 1: done %d err %d, %d posts "
+	      "tried on rail 0, %d chunks on rail 1", f.done_calls,
+	      f.done_err, f.dead_tries, f.rail_chunks[1]);
 	CHECK(mrl_engine_idle(&eng), "engine not idle");
 	mrl_engine_fini(&eng);
 }
@@ -1321,6 +1384,7 @@ int main(void)
 	test_rail_failure_reissue();
 	test_no_rail_left();
 	test_parked();
+	test_rail_out_at_first_post();
 	test_reissue_stuck();
 	test_fail_ops_abandon();
 	test_fail_ops_after_reissue();

@@ -316,12 +316,16 @@ void mrl_engine_submit(struct mrl_engine *eng, struct mrl_op *op)
 		mrl_engine_post_pending(eng);
 		return;
 	}
-	/* the common case, a small op and nothing queued: no list walk */
+	/*
+	 * The common case, a small op and nothing queued: no list walk.  The
+	 * op is on the list while its chunks are posted: a rail taken out by
+	 * a post (mrl_engine_for_each_op) must narrow it too, or it would
+	 * stay on that rail for good.
+	 */
 	eng->blocked = 0;
+	mrl_list_add_tail(&eng->pending, &op->link);
 	if (mrl_progress_op(eng, op))
 		mrl_op_posted(eng, op);
-	else
-		mrl_list_add_tail(&eng->pending, &op->link);
 	mrl_pending_moved(eng);
 }
 
