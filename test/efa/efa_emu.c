@@ -77,9 +77,10 @@ static void read_knobs(void)
 	fi_param_define(&emu_prov, "emu_max_rma", FI_PARAM_SIZE_T,
 			"efa-direct's largest RMA (max_rdma_size; default 1 GiB)");
 	fi_param_define(&emu_prov, "emu_reorder_us", FI_PARAM_INT,
-			"Place the bytes of a write out of order (second half "
-			"first), and hold every other write up to this long so "
-			"that later ones land first (default 300; 0: in order)");
+			"Place the packets of a write out of order (those "
+			"past its middle first), and hold every other write up "
+			"to this long so that later ones land first (default "
+			"300; 0: in order)");
 	fi_param_define(&emu_prov, "emu_fail_nic", FI_PARAM_STRING,
 			"Fault: the NIC (decimal PCI bus) whose transmits fail");
 	fi_param_define(&emu_prov, "emu_fail_after", FI_PARAM_INT,

@@ -34,6 +34,7 @@
 #define EMU_MAX_NICS		32
 #define EMU_CQ_DATA_SIZE	4	/* efa_cq.h: EFA_CQ_DATA_SIZE */
 #define EMU_KEY_SIZE		4	/* the ibv rkey */
+#define EMU_MTU			8928	/* efa's payload MTU: one packet */
 #define EMU_RDM_IOV_LIMIT	4	/* EFA_RDM_IOV_LIMIT */
 #define EMU_DIRECT_IOV_LIMIT	2	/* a device's max_sq_sge */
 #define EMU_DIRECT_RMA_SGE	1	/* EFA_IO_TX_DESC_NUM_RDMA_BUFS */
@@ -216,7 +217,7 @@ struct emu_rma {
 	uint64_t data;
 	uint64_t flags;
 	struct emu_req *req;
-	bool tail_posted;		/* its second half is in flight */
+	bool tail_posted;		/* its second part is in flight */
 	uint64_t due_ns;		/* held until */
 	struct emu_rma *next;
 };

@@ -3,8 +3,8 @@
  * efa_emu endpoint and data path.  Every check fails the way efa's source
  * does (efa_rma.c, efa_msg.c; docs/efa-facts.md section 3), or, where efa
  * would silently misbehave (rma_iov_count > 1, keys over 32 bits), fails
- * loudly.  Placement is as weak as efa's: a write's second half lands
- * first, a write may land after a later one; but a write's completion
+ * loudly.  Placement is as weak as efa's: a write of several packets
+ * lands its later packets first, a write may land after a later one; but a write's completion
  * means its bytes are placed, as an SRD RDMA write's does (docs/efa.md),
  * so every core write is delivery-complete whatever the caller asked.
  */
@@ -653,19 +653,26 @@ static ssize_t post_part(struct emu_rma *r, size_t off, size_t len,
 }
 
 /*
- * Posts what of r the core does not have yet: the second half first, then
- * the first half, which alone carries the CQ data, so a writedata's data
- * reaches the target after all its bytes (the halves travel one tcp
- * connection), as a write-with-immediate's does.  Once the second half is
- * in flight, r must be posted again until its first half goes.
+ * Posts what of r the core does not have yet.  efa's packets may land in
+ * any order, each packet's bytes whole: a write of more than one packet
+ * places its second part first (the packets from about its middle on),
+ * then the first part, which alone carries the CQ data, so a writedata's
+ * data reaches the target after all its bytes (the parts travel one tcp
+ * connection), as a write-with-immediate's does.  A write of one packet
+ * lands in order: clients rely on it (aws-ofi-nccl's control entries, 64
+ * bytes whose last field says that the rest is there).  Once the second
+ * part is in flight, r must be posted again until its first part goes.
  */
 static ssize_t post_rma(struct emu_rma *r)
 {
-	size_t len = iov_len(r->iov, r->count), mid = len / 2;
+	size_t len = iov_len(r->iov, r->count);
+	size_t mid = len / 2 / EMU_MTU * EMU_MTU;
 	bool data = r->flags & FI_REMOTE_CQ_DATA;
 	ssize_t ret;
 
-	if (!emu_knobs.reorder_us || len < 2)
+	if (!mid)
+		mid = EMU_MTU;
+	if (!emu_knobs.reorder_us || len <= EMU_MTU)
 		return post_part(r, 0, len, data);
 	if (!r->tail_posted) {
 		ret = post_part(r, mid, len - mid, false);
@@ -682,7 +689,7 @@ static void queue_rma(struct emu_ep *ep, const struct emu_rma *r,
 {
 	struct emu_rma *copy = malloc(sizeof(*copy));
 
-	if (!copy) {	/* its second half may be in flight: fail the rest */
+	if (!copy) {	/* its second part may be in flight: fail the rest */
 		r->req->err = FI_ENOMEM;
 		emu_req_done(r->req, NULL, FI_ADDR_NOTAVAIL);
 		return;

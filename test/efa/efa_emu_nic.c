@@ -15,7 +15,6 @@
 #include "efa_emu.h"
 
 #define EMU_NIC_SPEED	100000000000ull	/* 100 Gbit/s, in bit/s */
-#define EMU_NIC_MTU	8928		/* efa's payload MTU */
 
 struct emu_fid_nic {
 	struct fid_nic nic;
@@ -98,7 +97,7 @@ struct fid_nic *emu_nic_new(unsigned int bus, unsigned int slot)
 	n->bus_attr.attr.pci.function_id = 0;
 	n->link.address = strdup("00:00:00:00:00:00");
 	n->link.network_type = strdup("Ethernet");
-	n->link.mtu = EMU_NIC_MTU;
+	n->link.mtu = EMU_MTU;
 	n->link.speed = EMU_NIC_SPEED;
 	n->link.state = FI_LINK_UP;
 	if (!n->dev.name || !n->dev.device_id || !n->dev.device_version ||
