@@ -268,7 +268,7 @@ static int initiator_ended(const pid_t *pids, int *status_of, int n)
 	int i, status;
 
 	for (i = 0; i < n; i++) {
-		if (pids[i] <= 0 || waitpid(pids[i], &status, WNOHANG) != pids[i])
+		if (waitpid(pids[i], &status, WNOHANG) != pids[i])
 			continue;
 		status_of[i] = status;
 		if (WIFSIGNALED(status))
@@ -282,7 +282,6 @@ static int initiator_ended(const pid_t *pids, int *status_of, int n)
 	}
 	return 0;
 }
-
 
 int main(int argc, char **argv)
 {

@@ -4,9 +4,10 @@
  * does (efa_rma.c, efa_msg.c; docs/efa-facts.md section 3), or, where efa
  * would silently misbehave (rma_iov_count > 1, keys over 32 bits), fails
  * loudly.  Placement is as weak as efa's: a write of several packets
- * lands its later packets first, a write may land after a later one; but a write's completion
- * means its bytes are placed, as an SRD RDMA write's does (docs/efa.md),
- * so every core write is delivery-complete whatever the caller asked.
+ * lands its later packets first, a write may land after a later one; but
+ * a write's completion means its bytes are placed, as an SRD RDMA write's
+ * does (docs/efa.md), so every core write is delivery-complete whatever
+ * the caller asked.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -665,15 +666,16 @@ static ssize_t post_part(struct emu_rma *r, size_t off, size_t len,
  */
 static ssize_t post_rma(struct emu_rma *r)
 {
-	size_t len = iov_len(r->iov, r->count);
-	size_t mid = len / 2 / EMU_MTU * EMU_MTU;
+	size_t len = iov_len(r->iov, r->count), mid;
 	bool data = r->flags & FI_REMOTE_CQ_DATA;
 	ssize_t ret;
 
-	if (!mid)
-		mid = EMU_MTU;
 	if (!emu_knobs.reorder_us || len <= EMU_MTU)
 		return post_part(r, 0, len, data);
+	/* a packet boundary at or below the middle, past the first packet */
+	mid = len / 2 / EMU_MTU * EMU_MTU;
+	if (!mid)
+		mid = EMU_MTU;
 	if (!r->tail_posted) {
 		ret = post_part(r, mid, len - mid, false);
 		if (ret)
