@@ -585,6 +585,44 @@ static int device_key(struct emu_domain *dom, uint64_t *key)
 	return -FI_ENOKEY;
 }
 
+/*
+ * The registration's virtual range: its one iov, or its dma-buf's
+ * (FI_MR_DMABUF, libfabric 1.20 on: the region starts base_addr + offset,
+ * as aws-ofi-nccl registers GPU memory where the kernel can).  Device
+ * memory alone: a dma-buf of host memory would need the core to take it.
+ */
+static int mr_range(const struct fi_mr_attr *attr, uint64_t flags,
+		    char **buf, size_t *len)
+{
+	if (attr->iov_count != 1) {	/* efa_mr.c:68-72 */
+		EMU_WARN(FI_LOG_MR, "iov_count %zu: efa registers one iov\n",
+			 attr->iov_count);
+		return -FI_EINVAL;
+	}
+#ifdef FI_MR_DMABUF
+	if (flags & FI_MR_DMABUF) {
+		if (!attr->dmabuf) {
+			EMU_WARN(FI_LOG_MR, "FI_MR_DMABUF without a dma-buf\n");
+			return -FI_EINVAL;
+		}
+		if (attr->iface == FI_HMEM_SYSTEM) {
+			EMU_WARN(FI_LOG_MR, "a dma-buf of host memory: "
+				 "device memory only\n");
+			return -FI_EOPNOTSUPP;
+		}
+		*buf = (char *) attr->dmabuf->base_addr +
+		       attr->dmabuf->offset;
+		*len = attr->dmabuf->len;
+		return 0;
+	}
+#else
+	(void) flags;
+#endif
+	*buf = attr->mr_iov[0].iov_base;
+	*len = attr->mr_iov[0].iov_len;
+	return 0;
+}
+
 static int emu_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 			  uint64_t flags, struct fid_mr **out)
 {
@@ -593,13 +631,13 @@ static int emu_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	struct fi_mr_attr core_attr = *attr;
 	struct iovec from_zero;
 	struct emu_mr *mr;
+	size_t len;
+	char *buf;
 	int ret;
 
-	if (attr->iov_count != 1) {	/* efa_mr.c:68-72 */
-		EMU_WARN(FI_LOG_MR, "iov_count %zu: efa registers one iov\n",
-			 attr->iov_count);
-		return -FI_EINVAL;
-	}
+	ret = mr_range(attr, flags, &buf, &len);
+	if (ret)
+		return ret;
 	if (attr->iface != FI_HMEM_SYSTEM &&
 	    (attr->iface != FI_HMEM_CUDA || !emu_hmem_offered())) {
 		EMU_WARN(FI_LOG_MR, "device memory (iface %d): only CUDA's, "
@@ -628,8 +666,7 @@ static int emu_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	 * but no longer what lies before its start.
 	 */
 	from_zero.iov_base = NULL;
-	from_zero.iov_len = (uintptr_t) attr->mr_iov[0].iov_base +
-			    attr->mr_iov[0].iov_len;
+	from_zero.iov_len = (uintptr_t) buf + len;
 	core_attr.mr_iov = &from_zero;
 	core_attr.offset = 0;
 	pthread_mutex_lock(&dom->lock);
@@ -643,8 +680,8 @@ static int emu_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 registered:
 	mr->magic = EMU_MR_MAGIC;
 	mr->domain = dom;
-	mr->buf = attr->mr_iov[0].iov_base;
-	mr->len = attr->mr_iov[0].iov_len;
+	mr->buf = buf;
+	mr->len = len;
 	mr->access = attr->access;
 	mr->iface = attr->iface;
 	mr->mr_fid.fid.fclass = FI_CLASS_MR;
