@@ -16,14 +16,19 @@
  * end only.
  *
  *   xconn_test [-d domains] [-e endpoints] [-r rounds] [-s size] [-x]
+ *              [-n bytes]
  *
  * -x: each domain on its own NIC (fi_getinfo's entries of one fabric in
  * turn), where a provider offers several.
+ * -n: the room fi_getname is given for a name (aws-ofi-nccl gives 56
+ * bytes, too few for multirail's every rail: then each end knows the
+ * other by rail 0 alone, and both learn the rest at once).
  *
  * Environment: FI_PROVIDER_PATH, FI_PROVIDER, MRL_TEST_PROV (the provider
  * asked for; default multirail), MRL_TEST_FABRIC (the fabric's name).
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +85,7 @@ struct group {
 static struct fi_info *info;
 static struct fid_fabric *fabric;
 static int side, neps = 8, nrounds = 20, ngroups = 1, spread;
-static size_t size = 256 * 1024;
+static size_t size = 256 * 1024, name_room = NAME_MAX_LEN;
 
 static void oob_send(struct group *g, const void *p, size_t len)
 {
@@ -362,7 +367,7 @@ static void open_group(struct group *g)
 		CHK(fi_ep_bind(x->ep, &x->av->fid, 0));
 		CHK(fi_ep_bind(x->ep, &x->cq->fid, FI_TRANSMIT | FI_RECV));
 		CHK(fi_enable(x->ep));
-		len = sizeof(name);
+		len = name_room;
 		CHK(fi_getname(&x->ep->fid, name, &len));
 		oob_send(g, &len, sizeof(len));
 		oob_send(g, name, len);
@@ -429,13 +434,46 @@ static uint32_t greeted_rails(struct xc_ep *x)
 	return mask;
 }
 
+/*
+ * Did this endpoint's writes leave rail 0?  They must, once the peer is
+ * known on every rail, whichever way it came to be known (-n: from rail
+ * 0's address alone).  True over a provider other than multirail and
+ * over one rail.
+ */
+static bool wrote_beyond_rail0(struct xc_ep *x)
+{
+	struct fi_multirail_ep_ops *ops;
+	struct fi_multirail_rail_stats st;
+	uint64_t bytes = 0;
+	int r, n;
+
+	if (fi_open_ops(&x->ep->fid, FI_MULTIRAIL_EP_OPS, 0, (void **) &ops,
+			NULL))
+		return true;
+	n = ops->rail_count(x->ep);
+	for (r = 1; r < n; r++) {
+		CHK(ops->rail_stats(x->ep, r, &st));
+		bytes += st.tx_bytes;
+	}
+	return n < 2 || bytes;
+}
+
+/* Writes of this many bytes are striped unless FI_MULTIRAIL_STRIPE_MIN
+ * says otherwise (its default). */
+#define STRIPED_FROM	(64 * 1024)
+
 static void check_one_end_opens(struct group *g)
 {
 	uint32_t mine[MAX_EPS], theirs[MAX_EPS];
 	int e;
 
-	for (e = 0; e < neps; e++)
+	for (e = 0; e < neps; e++) {
 		mine[e] = greeted_rails(&g->eps[e]);
+		if (size >= STRIPED_FROM && !getenv("FI_MULTIRAIL_STRIPE_MIN") &&
+		    !wrote_beyond_rail0(&g->eps[e]))
+			die("domain %d, endpoint %d: every write went on "
+			    "rail 0", g->index, e);
+	}
 	oob_send(g, mine, sizeof(mine[0]) * neps);
 	oob_recv(g, theirs, sizeof(theirs[0]) * neps);
 	for (e = 0; e < neps; e++)
@@ -490,20 +528,22 @@ int main(int argc, char **argv)
 	int sv[MAX_GROUPS][2], c, i, status;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "d:e:r:s:x")) != -1) {
+	while ((c = getopt(argc, argv, "d:e:r:s:xn:")) != -1) {
 		switch (c) {
 		case 'x': spread = 1; break;
 		case 'd': ngroups = atoi(optarg); break;
 		case 'e': neps = atoi(optarg); break;
 		case 'r': nrounds = atoi(optarg); break;
 		case 's': size = strtoul(optarg, NULL, 0); break;
+		case 'n': name_room = strtoul(optarg, NULL, 0); break;
 		default:
 			die("usage: xconn_test [-d domains] [-e endpoints] "
-			    "[-r rounds] [-s size] [-x]");
+			    "[-r rounds] [-s size] [-x] [-n bytes]");
 		}
 	}
 	if (ngroups < 1 || ngroups > MAX_GROUPS || neps < 1 ||
-	    neps > MAX_EPS || nrounds < 1 || !size)
+	    neps > MAX_EPS || nrounds < 1 || !size || !name_room ||
+	    name_room > NAME_MAX_LEN)
 		die("bad arguments");
 	for (i = 0; i < ngroups; i++)
 		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]))

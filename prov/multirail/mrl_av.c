@@ -657,9 +657,15 @@ struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len,
 		return NULL;
 	peer->heard = ++av->clock;
 	if (peer->partial && !mrl_may_complete(av, peer, from)) {
-		MRL_WARN_ONCE(FI_LOG_AV, "a full address for a peer known by "
-			      "rail 0 alone, not in answer to our HELLO: not "
-			      "taken\n");
+		/*
+		 * Two partial peers' HELLOs cross (aws-ofi-nccl's 56-byte
+		 * names make every peer partial): the peer's own, from its
+		 * rail 0, waits for its answer without a word.
+		 */
+		if (!from->checked || from->src != peer->rail[0].core_addr)
+			MRL_WARN_ONCE(FI_LOG_AV, "a full address for a peer "
+				      "known by rail 0 alone, not in answer "
+				      "to our HELLO: not taken\n");
 		return peer;
 	}
 	if (mrl_upgrade_peer(av, peer, addr, len))
