@@ -1295,12 +1295,15 @@ static const struct mrl_key_entry *mrl_take_keys(struct mrl_ep *ep,
 	const uint8_t *p = msg->payload + msg->addrlen;
 	int r, n;
 
-	if (!e || e->state != MRL_KEY_PENDING || msg->nonce != e->nonce) {
+	if (!e || msg->nonce != e->nonce) {
 		MRL_WARN_ONCE(FI_LOG_EP_CTRL, "a KEY_RESP that answers no "
 			      "request of ours (or not with its nonce): "
 			      "ignored\n");
 		return NULL;
 	}
+	/* a question asked again (mrl_ask) may be answered twice */
+	if (e->state != MRL_KEY_PENDING)
+		return NULL;
 	n = msg->nkeys;
 	if (msg->status || !n) {
 		e->state = MRL_KEY_INVALID;
