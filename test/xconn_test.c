@@ -409,19 +409,19 @@ static void register_and_exchange(struct group *g)
 }
 
 /*
- * The rails 1 and up this endpoint sent control messages on: where
- * multirail opens a pair's rails from one end (RAIL_UP), the two ends'
- * masks share no rail.  Both ends opening one is a simultaneous
- * connection, which 2.x's tcp resolves by cancelling the sends of the one
- * it drops.  0 over a provider other than multirail.
+ * What rails 1 and up did for this endpoint: which it sent control
+ * messages on (*greeted) and the RMA bytes it posted there (*bytes).
+ * Returns its rail count: 0 over a provider other than multirail.
  */
-static uint32_t greeted_rails(struct xc_ep *x)
+static int rails_beyond_0(struct xc_ep *x, uint32_t *greeted,
+			  uint64_t *bytes)
 {
 	struct fi_multirail_ep_ops *ops;
 	struct fi_multirail_rail_stats st;
-	uint32_t mask = 0;
 	int r, n;
 
+	*greeted = 0;
+	*bytes = 0;
 	if (fi_open_ops(&x->ep->fid, FI_MULTIRAIL_EP_OPS, 0, (void **) &ops,
 			NULL))
 		return 0;
@@ -429,48 +429,35 @@ static uint32_t greeted_rails(struct xc_ep *x)
 	for (r = 1; r < n && r < 32; r++) {
 		CHK(ops->rail_stats(x->ep, r, &st));
 		if (st.ctrl_sent)
-			mask |= 1u << r;
+			*greeted |= 1u << r;
+		*bytes += st.tx_bytes;
 	}
-	return mask;
-}
-
-/*
- * Did this endpoint's writes leave rail 0?  They must, once the peer is
- * known on every rail, whichever way it came to be known (-n: from rail
- * 0's address alone).  True over a provider other than multirail and
- * over one rail.
- */
-static bool wrote_beyond_rail0(struct xc_ep *x)
-{
-	struct fi_multirail_ep_ops *ops;
-	struct fi_multirail_rail_stats st;
-	uint64_t bytes = 0;
-	int r, n;
-
-	if (fi_open_ops(&x->ep->fid, FI_MULTIRAIL_EP_OPS, 0, (void **) &ops,
-			NULL))
-		return true;
-	n = ops->rail_count(x->ep);
-	for (r = 1; r < n; r++) {
-		CHK(ops->rail_stats(x->ep, r, &st));
-		bytes += st.tx_bytes;
-	}
-	return n < 2 || bytes;
+	return n;
 }
 
 /* Writes of this many bytes are striped unless FI_MULTIRAIL_STRIPE_MIN
  * says otherwise (its default). */
 #define STRIPED_FROM	(64 * 1024)
 
-static void check_one_end_opens(struct group *g)
+/*
+ * Where multirail opens a pair's rails from one end (RAIL_UP), the two
+ * ends' greeted masks share no rail; both ends opening one is a
+ * simultaneous connection, which 2.x's tcp resolves by cancelling the
+ * sends of the one it drops.  And striped writes must leave rail 0 once
+ * the peer is known on every rail, whichever way it came to be known
+ * (-n: from rail 0's address alone).
+ */
+static void check_rails(struct group *g)
 {
 	uint32_t mine[MAX_EPS], theirs[MAX_EPS];
+	bool striped = size >= STRIPED_FROM &&
+		       !getenv("FI_MULTIRAIL_STRIPE_MIN");
+	uint64_t bytes;
 	int e;
 
 	for (e = 0; e < neps; e++) {
-		mine[e] = greeted_rails(&g->eps[e]);
-		if (size >= STRIPED_FROM && !getenv("FI_MULTIRAIL_STRIPE_MIN") &&
-		    !wrote_beyond_rail0(&g->eps[e]))
+		if (rails_beyond_0(&g->eps[e], &mine[e], &bytes) > 1 &&
+		    striped && !bytes)
 			die("domain %d, endpoint %d: every write went on "
 			    "rail 0", g->index, e);
 	}
@@ -496,7 +483,7 @@ static void *run_group(void *arg)
 	oob_recv(g, &go, 1);
 	run_rounds(g);
 	drain_sends(g);
-	check_one_end_opens(g);
+	check_rails(g);
 	oob_send(g, &go, 1);
 	oob_recv(g, &go, 1);
 	for (e = 0; e < neps; e++)
