@@ -498,6 +498,13 @@ static struct mrl_peer *mrl_new_peer(struct mrl_av *av, const void *addr,
 	return peer;
 }
 
+/* Did the core say that this message came from the peer's own rail 0? */
+static bool mrl_from_rail0(const struct mrl_peer *peer,
+			   const struct mrl_ctrl_from *from)
+{
+	return from->checked && from->src == peer->rail[0].core_addr;
+}
+
 /*
  * May a full address from a control message complete a peer we know by
  * rail 0 alone?  Any process that reaches rail 0 can claim that rail with
@@ -512,7 +519,7 @@ static bool mrl_may_complete(const struct mrl_av *av,
 			     const struct mrl_ctrl_from *from)
 {
 	if (av->domain->ctrl_own_ep && !mrl_addr_ctrl(peer->addr))
-		return !from->checked || from->src == peer->rail[0].core_addr;
+		return !from->checked || mrl_from_rail0(peer, from);
 	return peer->hello_nonce && from->ack_nonce == peer->hello_nonce;
 }
 
@@ -662,7 +669,7 @@ struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len,
 		 * names make every peer partial): the peer's own, from its
 		 * rail 0, waits for its answer without a word.
 		 */
-		if (!from->checked || from->src != peer->rail[0].core_addr)
+		if (!mrl_from_rail0(peer, from))
 			MRL_WARN_ONCE(FI_LOG_AV, "a full address for a peer "
 				      "known by rail 0 alone, not in answer "
 				      "to our HELLO: not taken\n");
