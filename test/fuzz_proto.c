@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * libFuzzer target for the parsers of what peers send (mrl_proto.c): a
- * composite address (fi_av_insert, control messages) and a control message.
+ * composite address (fi_av_insert, control messages), a control message
+ * and a message packet.
  * Whatever the parsers accept is read to its last byte from a copy of
  * exactly the input's size, so an accepted length beyond the input is an
  * ASan report; the invariants are also checked by hand.  Run by
@@ -80,6 +81,45 @@ static void read_ctrl(const uint8_t *buf, size_t len)
 	read_addr(buf + sizeof(msg), msg.addrlen);
 }
 
+/* What a receiver of an accepted packet reads: the payload, a segment, an
+ * RTS's iovs and keys, all within len. */
+static void read_pkt(const uint8_t *buf, size_t len)
+{
+	struct mrl_pkt_hdr hdr;
+	struct mrl_pkt_seg seg;
+	struct mrl_pkt_rts rts;
+	size_t body = sizeof(hdr), n;
+
+	if (mrl_pkt_check(buf, len) != MRL_PKT_OK)
+		return;
+	memcpy(&hdr, buf, sizeof(hdr));
+	switch (hdr.type) {
+	case MRL_PKT_EAGER:
+		check(hdr.len <= MRL_PKT_EAGER_MAX && body + hdr.len == len);
+		touch(buf + body, hdr.len);
+		break;
+	case MRL_PKT_MEDIUM:
+		memcpy(&seg, buf + body, sizeof(seg));
+		n = len - body - sizeof(seg);
+		check(hdr.len <= MRL_PKT_MEDIUM_MAX && seg.offset < hdr.len &&
+		      n <= hdr.len - seg.offset && n <= MRL_PKT_EAGER_MAX);
+		touch(buf + body + sizeof(seg), n);
+		break;
+	case MRL_PKT_RTS:
+		memcpy(&rts, buf + body, sizeof(rts));
+		n = rts.niov * (sizeof(struct mrl_pkt_iov) +
+				(size_t) rts.nkeys * sizeof(uint64_t));
+		check(rts.niov <= MRL_PKT_RTS_IOV_MAX &&
+		      rts.nkeys <= MRL_MAX_RAILS &&
+		      body + sizeof(rts) + n <= len);
+		touch(buf + body + sizeof(rts), n);
+		break;
+	default:
+		check(hdr.type == MRL_PKT_DONE || hdr.type == MRL_PKT_ACK);
+		touch(buf + body, len - body);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint8_t *copy = malloc(size ? size : 1);
@@ -89,6 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(copy, data, size);
 	read_addr(copy, size);
 	read_ctrl(copy, size);
+	read_pkt(copy, size);
 	free(copy);
 	return 0;
 }

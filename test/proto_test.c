@@ -8,7 +8,9 @@
  *   - the extremes: no byte differs, every byte differs, an address too
  *     long for the form;
  *   - the checks refuse what the form forbids: stray bitmap bits, the
- *     form without a control endpoint or not partial, a cut tail.
+ *     form without a control endpoint or not partial, a cut tail;
+ * and the message packets (mrl_pkt_check): every length of each family
+ * against the bytes that came, at and around each bound.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +197,150 @@ static void one_end_connects(void)
 	      "a shorter address that is a prefix of the other's orders first");
 }
 
+/* ---- message packets (mrl_pkt_check) -------------------------------------- */
+
+static uint8_t pkt[sizeof(struct mrl_pkt_hdr) + sizeof(struct mrl_pkt_rts) +
+		   MRL_PKT_RTS_IOV_MAX * (sizeof(struct mrl_pkt_iov) +
+					  MRL_MAX_RAILS * sizeof(uint64_t)) +
+		   MRL_PKT_EAGER_MAX + 64];
+
+static struct mrl_pkt_hdr *pkt_hdr(uint8_t type, uint64_t len)
+{
+	struct mrl_pkt_hdr *h = (struct mrl_pkt_hdr *) pkt;
+
+	memset(pkt, 0, sizeof(pkt));
+	*h = (struct mrl_pkt_hdr) { .version = MRL_PKT_VERSION, .type = type,
+				    .seq = 7, .tag = 1, .len = len };
+	return h;
+}
+
+static void packets_eager_medium(void)
+{
+	size_t h = sizeof(struct mrl_pkt_hdr), s = sizeof(struct mrl_pkt_seg);
+	struct mrl_pkt_seg *seg = (struct mrl_pkt_seg *) (pkt + h);
+	struct mrl_pkt_hdr *hdr;
+
+	hdr = pkt_hdr(MRL_PKT_EAGER, 100);
+	check(mrl_pkt_check(pkt, h + 100) == MRL_PKT_OK, "eager of 100: ok");
+	check(mrl_pkt_check(pkt, h + 99) == MRL_PKT_DROP_LENGTH,
+	      "eager cut by a byte: refused");
+	check(mrl_pkt_check(pkt, h + 101) == MRL_PKT_DROP_LENGTH,
+	      "eager a byte long: refused");
+	check(mrl_pkt_check(pkt, h - 1) == MRL_PKT_DROP_SHORT,
+	      "shorter than the header: refused");
+	hdr->version = MRL_PKT_VERSION + 1;
+	check(mrl_pkt_check(pkt, h + 100) == MRL_PKT_DROP_VERSION,
+	      "another version: refused");
+	hdr->version = MRL_PKT_VERSION;
+	hdr->flags = 0x100;
+	check(mrl_pkt_check(pkt, h + 100) == MRL_PKT_DROP_FLAGS,
+	      "an unknown flag: refused");
+	hdr->flags = 0;
+	hdr->type = MRL_PKT_TYPE_MAX + 1;
+	check(mrl_pkt_check(pkt, h + 100) == MRL_PKT_DROP_TYPE,
+	      "an unknown type: refused");
+	hdr = pkt_hdr(MRL_PKT_EAGER, MRL_PKT_EAGER_MAX + 1);
+	check(mrl_pkt_check(pkt, h + MRL_PKT_EAGER_MAX + 1) ==
+	      MRL_PKT_DROP_LENGTH, "eager over the eager size: refused");
+
+	hdr = pkt_hdr(MRL_PKT_MEDIUM, 20000);
+	seg->offset = 2 * MRL_PKT_EAGER_MAX;
+	check(mrl_pkt_check(pkt, h + s + 20000 - 2 * MRL_PKT_EAGER_MAX) ==
+	      MRL_PKT_OK, "the last segment of 20000 bytes: ok");
+	check(mrl_pkt_check(pkt, h + s + MRL_PKT_EAGER_MAX) ==
+	      MRL_PKT_DROP_SEGMENT, "the last segment past the message: "
+	      "refused");
+	seg->offset = MRL_PKT_EAGER_MAX;
+	check(mrl_pkt_check(pkt, h + s + MRL_PKT_EAGER_MAX) == MRL_PKT_OK,
+	      "a middle segment, whole: ok");
+	seg->offset = MRL_PKT_EAGER_MAX + 1;
+	check(mrl_pkt_check(pkt, h + s + MRL_PKT_EAGER_MAX) ==
+	      MRL_PKT_DROP_SEGMENT, "a segment off the segment grid: refused");
+	seg->offset = 3 * MRL_PKT_EAGER_MAX;
+	check(mrl_pkt_check(pkt, h + s + 100) == MRL_PKT_DROP_SEGMENT,
+	      "a segment beyond the message: refused");
+	hdr->len = MRL_PKT_MEDIUM_MAX + 1;
+	seg->offset = 0;
+	check(mrl_pkt_check(pkt, h + s + MRL_PKT_EAGER_MAX) ==
+	      MRL_PKT_DROP_LENGTH, "a medium message over the bound: refused");
+	hdr->len = 100;
+	check(mrl_pkt_check(pkt, h + s + 100) == MRL_PKT_DROP_LENGTH,
+	      "a medium message of an eager size: refused");
+}
+
+/* An RTS of niov iovs of len bytes each over nkeys rails: its size. */
+static size_t make_rts(uint16_t niov, uint16_t nkeys, uint64_t len)
+{
+	size_t h = sizeof(struct mrl_pkt_hdr);
+	struct mrl_pkt_rts *rts = (struct mrl_pkt_rts *) (pkt + h);
+	struct mrl_pkt_iov *iov = (struct mrl_pkt_iov *) (rts + 1);
+	uint16_t i;
+
+	pkt_hdr(MRL_PKT_RTS, niov * len);
+	*rts = (struct mrl_pkt_rts) { .send_id = 9, .niov = niov,
+				      .nkeys = nkeys };
+	for (i = 0; i < niov; i++)
+		iov[i] = (struct mrl_pkt_iov) { .addr = 0x10000 * (i + 1),
+						 .len = len };
+	return h + sizeof(*rts) + niov * sizeof(*iov) +
+	       (size_t) niov * nkeys * sizeof(uint64_t);
+}
+
+static void packets_rts_and_replies(void)
+{
+	size_t h = sizeof(struct mrl_pkt_hdr), n;
+	struct mrl_pkt_rts *rts = (struct mrl_pkt_rts *) (pkt + h);
+	struct mrl_pkt_iov *iov = (struct mrl_pkt_iov *) (rts + 1);
+	struct mrl_pkt_hdr *hdr;
+
+	n = make_rts(2, 4, 1 << 20);
+	check(mrl_pkt_check(pkt, n) == MRL_PKT_OK, "RTS of 2 iovs, 4 rails: ok");
+	check(mrl_pkt_check(pkt, n - 1) == MRL_PKT_DROP_SHORT,
+	      "an RTS a key byte short: refused");
+	check(mrl_pkt_check(pkt, n + 8) == MRL_PKT_DROP_LENGTH,
+	      "an RTS with a key too many: refused");
+	iov[1].len++;
+	check(mrl_pkt_check(pkt, n) == MRL_PKT_DROP_IOV,
+	      "iovs longer than the message: refused");
+	iov[1].len -= 2;
+	check(mrl_pkt_check(pkt, n) == MRL_PKT_DROP_IOV,
+	      "iovs shorter than the message: refused");
+	n = make_rts(1, 1, 4096);
+	iov[0].addr = UINT64_MAX - 100;
+	check(mrl_pkt_check(pkt, n) == MRL_PKT_DROP_IOV,
+	      "an iov wrapping the address space: refused");
+	n = make_rts(MRL_PKT_RTS_IOV_MAX, MRL_MAX_RAILS, 1);
+	check(mrl_pkt_check(pkt, n) == MRL_PKT_OK,
+	      "the largest RTS (%zu bytes): ok", n);
+	rts->niov = MRL_PKT_RTS_IOV_MAX + 1;
+	check(mrl_pkt_check(pkt, n) == MRL_PKT_DROP_IOV,
+	      "too many iovs: refused");
+	rts->niov = 1;
+	rts->nkeys = MRL_MAX_RAILS + 1;
+	check(mrl_pkt_check(pkt, n) == MRL_PKT_DROP_IOV,
+	      "too many rails' keys: refused");
+
+	hdr = pkt_hdr(MRL_PKT_ACK, 0);
+	hdr->seq = 0;
+	hdr->tag = 0;
+	n = h + sizeof(struct mrl_pkt_ack);
+	check(mrl_pkt_check(pkt, n) == MRL_PKT_OK, "ACK: ok");
+	check(mrl_pkt_check(pkt, n - 1) == MRL_PKT_DROP_SHORT,
+	      "ACK cut: refused");
+	check(mrl_pkt_check(pkt, n + 1) == MRL_PKT_DROP_LENGTH,
+	      "ACK with a stray byte: refused");
+	hdr->type = MRL_PKT_DONE;
+	check(mrl_pkt_check(pkt, h + sizeof(struct mrl_pkt_done)) == MRL_PKT_OK,
+	      "DONE: ok");
+	hdr->flags = MRL_PKT_F_TAGGED;
+	check(mrl_pkt_check(pkt, h + sizeof(struct mrl_pkt_done)) ==
+	      MRL_PKT_DROP_FLAGS, "a tagged DONE: refused");
+	hdr->flags = 0;
+	hdr->len = 5;
+	check(mrl_pkt_check(pkt, h + sizeof(struct mrl_pkt_done)) ==
+	      MRL_PKT_DROP_FLAGS, "a DONE with a length: refused");
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -203,6 +349,8 @@ int main(void)
 	refused();
 	ctrl_tags();
 	one_end_connects();
+	packets_eager_medium();
+	packets_rts_and_replies();
 	printf("%s: %d failure(s)\n", check_failures ? "FAIL" : "PASS",
 	       check_failures);
 	return check_failures ? 1 : 0;

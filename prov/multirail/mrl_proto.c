@@ -194,3 +194,114 @@ int mrl_ctrl_msg_check(const void *buf, size_t len)
 		return MRL_CTRL_DROP_SHORT;
 	return MRL_CTRL_OK;
 }
+
+/* ---- message packets ---------------------------------------------------- */
+
+static int mrl_pkt_check_eager(const struct mrl_pkt_hdr *hdr, size_t len)
+{
+	if (hdr->len > MRL_PKT_EAGER_MAX || len - sizeof(*hdr) != hdr->len)
+		return MRL_PKT_DROP_LENGTH;
+	return MRL_PKT_OK;
+}
+
+/* A segment starts at a multiple of the segment size and holds the whole
+ * of its part, so that each segment is one bit of the receive's map and a
+ * segment sent again is seen as the same. */
+static int mrl_pkt_check_medium(const struct mrl_pkt_hdr *hdr,
+				const uint8_t *pkt, size_t len)
+{
+	struct mrl_pkt_seg seg;
+	size_t payload;
+	uint64_t part;
+
+	if (len < sizeof(*hdr) + sizeof(seg))
+		return MRL_PKT_DROP_SHORT;
+	if (hdr->len <= MRL_PKT_EAGER_MAX || hdr->len > MRL_PKT_MEDIUM_MAX)
+		return MRL_PKT_DROP_LENGTH;
+	memcpy(&seg, pkt + sizeof(*hdr), sizeof(seg));
+	if (seg.offset >= hdr->len || seg.offset % MRL_PKT_EAGER_MAX)
+		return MRL_PKT_DROP_SEGMENT;
+	payload = len - sizeof(*hdr) - sizeof(seg);
+	part = hdr->len - seg.offset;
+	if (part > MRL_PKT_EAGER_MAX)
+		part = MRL_PKT_EAGER_MAX;
+	return payload == part ? MRL_PKT_OK : MRL_PKT_DROP_SEGMENT;
+}
+
+/* The iovs must lie in the address space and add up to the message. */
+static int mrl_pkt_check_iovs(const struct mrl_pkt_hdr *hdr,
+			      const uint8_t *iovs, uint16_t niov)
+{
+	struct mrl_pkt_iov iov;
+	uint64_t left = hdr->len;
+	uint16_t i;
+
+	for (i = 0; i < niov; i++) {
+		memcpy(&iov, iovs + i * sizeof(iov), sizeof(iov));
+		if (iov.len > left || iov.addr + iov.len < iov.addr)
+			return MRL_PKT_DROP_IOV;
+		left -= iov.len;
+	}
+	return left ? MRL_PKT_DROP_IOV : MRL_PKT_OK;
+}
+
+static int mrl_pkt_check_rts(const struct mrl_pkt_hdr *hdr,
+			     const uint8_t *pkt, size_t len)
+{
+	struct mrl_pkt_rts rts;
+	size_t need;
+
+	if (len < sizeof(*hdr) + sizeof(rts))
+		return MRL_PKT_DROP_SHORT;
+	memcpy(&rts, pkt + sizeof(*hdr), sizeof(rts));
+	if (!rts.niov || rts.niov > MRL_PKT_RTS_IOV_MAX || !rts.nkeys ||
+	    rts.nkeys > MRL_MAX_RAILS)
+		return MRL_PKT_DROP_IOV;
+	need = sizeof(*hdr) + sizeof(rts) +
+	       (size_t) rts.niov * sizeof(struct mrl_pkt_iov) +
+	       (size_t) rts.niov * rts.nkeys * sizeof(uint64_t);
+	if (len != need)
+		return len < need ? MRL_PKT_DROP_SHORT : MRL_PKT_DROP_LENGTH;
+	return mrl_pkt_check_iovs(hdr, pkt + sizeof(*hdr) + sizeof(rts),
+				  rts.niov);
+}
+
+/* A reply is about no message of its own: no tag, no data, no length. */
+static int mrl_pkt_check_reply(const struct mrl_pkt_hdr *hdr, size_t len,
+			       size_t body)
+{
+	if (hdr->flags || hdr->seq || hdr->len)
+		return MRL_PKT_DROP_FLAGS;
+	if (len < sizeof(*hdr) + body)
+		return MRL_PKT_DROP_SHORT;
+	return len == sizeof(*hdr) + body ? MRL_PKT_OK : MRL_PKT_DROP_LENGTH;
+}
+
+int mrl_pkt_check(const void *buf, size_t len)
+{
+	struct mrl_pkt_hdr hdr;
+
+	if (len < sizeof(hdr))
+		return MRL_PKT_DROP_SHORT;
+	memcpy(&hdr, buf, sizeof(hdr));		/* buf may be unaligned */
+	if (hdr.version != MRL_PKT_VERSION)
+		return MRL_PKT_DROP_VERSION;
+	if (hdr.flags & ~MRL_PKT_F_ALL)
+		return MRL_PKT_DROP_FLAGS;
+	switch (hdr.type) {
+	case MRL_PKT_EAGER:
+		return mrl_pkt_check_eager(&hdr, len);
+	case MRL_PKT_MEDIUM:
+		return mrl_pkt_check_medium(&hdr, buf, len);
+	case MRL_PKT_RTS:
+		return mrl_pkt_check_rts(&hdr, buf, len);
+	case MRL_PKT_DONE:
+		return mrl_pkt_check_reply(&hdr, len,
+					   sizeof(struct mrl_pkt_done));
+	case MRL_PKT_ACK:
+		return mrl_pkt_check_reply(&hdr, len,
+					   sizeof(struct mrl_pkt_ack));
+	default:
+		return MRL_PKT_DROP_TYPE;
+	}
+}

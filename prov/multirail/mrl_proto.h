@@ -201,6 +201,107 @@ uint64_t mrl_ctrl_tag_for(const void *core_addr, size_t len, uint64_t bits);
  * its sender's address (not checked here) and keys included */
 int mrl_ctrl_msg_check(const void *msg, size_t len);
 
+/* ---- message packets -------------------------------------------------------- */
+
+/*
+ * User messages as multirail carries them over any rail (docs/design.md,
+ * "The message path"): tagged sends on the core with the receiving
+ * endpoint's control tag and this bit, into packet buffers multirail posts
+ * on every rail.  The user's tag, CQ data and length are in the header.
+ */
+#define MRL_PKT_TAG		(1ULL << 62)
+#define MRL_PKT_VERSION		1
+/* the largest eager message: a packet buffer less the headers, within
+ * efa's 8928-byte MTU */
+#define MRL_PKT_EAGER_MAX	8192
+/* medium messages go in segments of MRL_PKT_EAGER_MAX, at most 64 of them:
+ * one bit each in a receive's bitmap */
+#define MRL_PKT_MEDIUM_MAX	65536
+#define MRL_PKT_RTS_IOV_MAX	4
+
+enum mrl_pkt_type {
+	MRL_PKT_EAGER = 1,	/* the whole message follows */
+	MRL_PKT_MEDIUM,		/* struct mrl_pkt_seg, then one segment */
+	MRL_PKT_RTS,		/* struct mrl_pkt_rts: pull the message */
+	MRL_PKT_DONE,		/* struct mrl_pkt_done: a rendezvous pulled */
+	MRL_PKT_ACK,		/* struct mrl_pkt_ack: cumulative */
+	MRL_PKT_TYPE_MAX = MRL_PKT_ACK,
+};
+
+#define MRL_PKT_F_TAGGED	0x1	/* for the tagged queue */
+#define MRL_PKT_F_DATA		0x2	/* data is the user's remote CQ data */
+#define MRL_PKT_F_DC		0x4	/* the sender asked delivery-complete */
+#define MRL_PKT_F_ALL		0x7
+
+struct mrl_pkt_hdr {
+	uint8_t version;		/* MRL_PKT_VERSION */
+	uint8_t type;			/* enum mrl_pkt_type */
+	uint16_t flags;			/* MRL_PKT_F_* */
+	uint32_t seq;			/* the message's, per peer and direction;
+					 * DONE, ACK: 0 */
+	uint64_t tag;			/* the user's (MRL_PKT_F_TAGGED) */
+	uint64_t data;			/* the user's CQ data (MRL_PKT_F_DATA) */
+	uint64_t len;			/* the whole message's bytes */
+};
+_Static_assert(sizeof(struct mrl_pkt_hdr) == 32, "packet header: 32 bytes");
+
+/* MEDIUM: where this segment lies; a multiple of MRL_PKT_EAGER_MAX */
+struct mrl_pkt_seg {
+	uint64_t offset;
+};
+_Static_assert(sizeof(struct mrl_pkt_seg) == 8, "segment header: 8 bytes");
+
+/* RTS: niov struct mrl_pkt_iov follow, then niov * nkeys uint64_t core
+ * keys (iov 0's on every rail, then iov 1's, ...) */
+struct mrl_pkt_rts {
+	uint64_t send_id;		/* echoed by DONE */
+	uint16_t niov;			/* 1..MRL_PKT_RTS_IOV_MAX */
+	uint16_t nkeys;			/* the sender's rails: 1..MRL_MAX_RAILS */
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct mrl_pkt_rts) == 16, "RTS header: 16 bytes");
+
+struct mrl_pkt_iov {
+	uint64_t addr;			/* as the sender's keys take it */
+	uint64_t len;
+};
+_Static_assert(sizeof(struct mrl_pkt_iov) == 16, "RTS iov: 16 bytes");
+
+struct mrl_pkt_done {
+	uint64_t send_id;
+	int32_t status;			/* 0, or -FI_E* of the receive */
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct mrl_pkt_done) == 16, "DONE: 16 bytes");
+
+struct mrl_pkt_ack {
+	uint32_t next;			/* every message before it was matched */
+	uint32_t window;		/* messages the sender may have beyond */
+};
+_Static_assert(sizeof(struct mrl_pkt_ack) == 8, "ACK: 8 bytes");
+
+_Static_assert(sizeof(struct mrl_pkt_hdr) + sizeof(struct mrl_pkt_seg) +
+	       MRL_PKT_EAGER_MAX <= 8928, "a packet fits efa's MTU");
+_Static_assert(MRL_PKT_MEDIUM_MAX / MRL_PKT_EAGER_MAX <= 64,
+	       "a medium message's segments fit a 64-bit map");
+
+/* Why a received packet cannot be used. */
+enum {
+	MRL_PKT_DROP_SHORT,		/* shorter than its headers */
+	MRL_PKT_DROP_VERSION,
+	MRL_PKT_DROP_TYPE,
+	MRL_PKT_DROP_FLAGS,		/* unknown flags, or tagged on a reply */
+	MRL_PKT_DROP_LENGTH,		/* payload and header disagree */
+	MRL_PKT_DROP_SEGMENT,		/* a segment outside its message */
+	MRL_PKT_DROP_IOV,		/* RTS iovs or keys do not add up */
+	MRL_PKT_DROP_KINDS,
+	MRL_PKT_OK = MRL_PKT_DROP_KINDS,
+};
+
+/* MRL_PKT_OK when len bytes at pkt hold a whole packet whose every length
+ * agrees with the bytes that came (mrl_proto.c) */
+int mrl_pkt_check(const void *pkt, size_t len);
+
 /* ---- keys ------------------------------------------------------------------ */
 
 /*
