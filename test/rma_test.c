@@ -1140,8 +1140,8 @@ static uint64_t rails_up_sent(void)
  * -H: the failing rail was taken out of service, its chunks went to other
  * rails (not with :fence: a fault that began under a send's fence, with
  * no chunk on the rail), and (with :rejoin) a probe brought it back,
- * within 10 s of the last op (probes back off up to 32 x
- * FI_MULTIRAIL_PROBE_MS).
+ * within 10 s of the last op (probes back off up to 32 x 200 ms,
+ * mrl_health.c's MRL_PROBE_MS).
  */
 static void check_health(void)
 {

@@ -76,12 +76,10 @@ extern struct fi_provider mrl_prov;
 /* Run-time knobs, read once at provider init (FI_MULTIRAIL_*). */
 struct mrl_params {
 	char *rails;		/* comma list of core domain names */
-	int max_rails;
 	char *core;		/* core provider name */
 	char *core_fabric;	/* one of the core's fabrics (efa-direct) */
 	size_t chunk_size;
 	size_t stripe_min;
-	size_t hmem_chunk_size;	/* 0: by the core (mrl_rma_sched_init) */
 	size_t hmem_stripe_min;	/* 0: by the core */
 	char *policy;
 	char *topo_xml;		/* hwloc XML instead of this host */
@@ -89,7 +87,6 @@ struct mrl_params {
 	int max_learned;	/* peers known only from control messages */
 	int rail_timeout_ms;	/* a rail stuck this long is out; 0: never */
 	int connect_timeout_ms;	/* the same until a peer answers */
-	int probe_ms;		/* first probe of a failed rail after */
 };
 extern struct mrl_params mrl_params;
 

@@ -19,7 +19,7 @@
  *
  * The endpoint that saw the failure probes the rail after a back-off (a
  * zero-byte RMA to where the peer's last op went, doubling up to 32 times
- * FI_MULTIRAIL_PROBE_MS); when the core completes one, the rail rejoins.
+ * MRL_PROBE_MS, 200 ms); when the core completes one, the rail rejoins.
  *
  * Time is read every MRL_HEALTH_TICK progress calls, not per op.
  */
@@ -30,6 +30,8 @@
 #include "mrl.h"
 #include "rdma/fi_ext_multirail.h"
 
+/* a failed rail's first probe, after its failure; a tuning constant */
+#define MRL_PROBE_MS		200
 #define MRL_PROBE_MAX_SHIFT	5
 
 static uint64_t mrl_ms_ns(int ms)
@@ -120,7 +122,7 @@ void mrl_health_fail_unreachable(struct mrl_ep *ep)
 
 static uint64_t mrl_backoff_ns(const struct mrl_peer_health *h, int rail)
 {
-	return mrl_ms_ns(mrl_params.probe_ms) << h->rail[rail].shift;
+	return mrl_ms_ns(MRL_PROBE_MS) << h->rail[rail].shift;
 }
 
 /* Take rail out of service for peer; what was there goes elsewhere. */

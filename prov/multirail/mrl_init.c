@@ -401,17 +401,15 @@ static int mrl_collect_rails(const struct fi_info *all,
 {
 	char **names = NULL, core[256];
 	uint32_t format;
-	int i, ret, max = mrl_params.max_rails;
+	int i, ret;
 
 	ret = mrl_rail_names(all, (flags & FI_SOURCE) ? first : NULL, hints,
 			     &names);
 	if (ret)
 		return ret;
 	format = first ? first->addr_format : all->addr_format;
-	if (max < 1 || max > MRL_MAX_RAILS)
-		max = MRL_MAX_RAILS;
 	set->n = 0;
-	for (i = 0; names[i] && set->n < max; i++) {
+	for (i = 0; names[i] && set->n < MRL_MAX_RAILS; i++) {
 		const struct fi_info *fi;
 
 		mrl_rail_core_name(names[i], core, sizeof(core));
@@ -867,8 +865,6 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	  "name may repeat (lo,lo,lo,lo: four rails on loopback), and "
 	  "lo@NIC places a rail where the topology has NIC. "
 	  "Default: every domain of the core except lo." },
-	{ "max_rails", FI_PARAM_INT, &mrl_params.max_rails,
-	  MRL_MAX_RAILS, 1, "Most rails to use" },
 	{ "core", FI_PARAM_STRING, &mrl_params.core, 0, 0,
 	  "Core provider to stripe over when none is named by FI_PROVIDER "
 	  "or hints (e.g. \"tcp;ofi_rxm\", \"efa\")." },
@@ -884,9 +880,6 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	{ "hmem_stripe_min", FI_PARAM_SIZE_T, &mrl_params.hmem_stripe_min,
 	  0, 0, "Device-memory (FI_HMEM) operations smaller than this go "
 	  "whole on one rail; 0: over shm never split, else stripe_min" },
-	{ "hmem_chunk_size", FI_PARAM_SIZE_T, &mrl_params.hmem_chunk_size,
-	  0, 0, "Largest piece of a striped device-memory operation on one "
-	  "rail; 0: chunk_size" },
 	{ "policy", FI_PARAM_STRING, &mrl_params.policy, 0, 0,
 	  "auto (small ops fill a rail, then the next; large ops split), "
 	  "split (every op over all rails) or roundrobin (whole ops "
@@ -914,10 +907,6 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	  "yet (it may start late, or be silent): its rails are taken out "
 	  "once they refuse or complete nothing for this long; 0 (or "
 	  "FI_MULTIRAIL_RAIL_TIMEOUT_MS=0): only the core's errors" },
-	{ "probe_ms", FI_PARAM_INT, &mrl_params.probe_ms, 200, 1,
-	  "A failed rail is probed this long after it failed, then at "
-	  "doubling intervals up to 32 times this; it rejoins when a probe "
-	  "completes" },
 	{ "gpu", FI_PARAM_INT, NULL, 0, 0,
 	  "The GPU this process uses, for the order of fi_getinfo's "
 	  "entries (default: CUDA's current device, for FI_HMEM users)." },

@@ -140,11 +140,6 @@ void mrl_rma_sched_init(struct mrl_ep *ep)
 		.chunk_size = mrl_params.chunk_size,
 		.max_chunk = ep->domain->core_max_msg,
 	};
-	if (mrl_params.hmem_chunk_size &&
-	    mrl_params.hmem_chunk_size < MRL_CHUNK_ALIGN)
-		MRL_WARN_ONCE(FI_LOG_EP_DATA, "FI_MULTIRAIL_HMEM_CHUNK_SIZE=%zu "
-			      "is below %d: using chunk_size\n",
-			      mrl_params.hmem_chunk_size, MRL_CHUNK_ALIGN);
 	/* the fast path's ops: under the stripe size, one chunk (len - 1 <
 	 * whole_max); none where another policy decides */
 	ep->whole_limit = 0;
@@ -159,8 +154,7 @@ void mrl_rma_sched_init(struct mrl_ep *ep)
 	mrl_rma_tx_flags_set(ep, ep->tx_op_flags);
 	mrl_sched_device(&ep->sched,
 			 !strcmp(core->fabric_attr->prov_name, "shm"),
-			 mrl_params.hmem_stripe_min, mrl_params.hmem_chunk_size,
-			 &ep->sched_device);
+			 mrl_params.hmem_stripe_min, &ep->sched_device);
 }
 
 void mrl_rma_fini(struct mrl_ep *ep)

@@ -72,8 +72,7 @@ uint32_t mrl_sched_rails_any(const struct mrl_sched_params *p, uint32_t use,
 }
 
 void mrl_sched_device(const struct mrl_sched_params *host, bool copy_engine,
-		      size_t stripe_min, size_t chunk_size,
-		      struct mrl_sched_params *device)
+		      size_t stripe_min, struct mrl_sched_params *device)
 {
 	*device = *host;
 	if (copy_engine)
@@ -85,6 +84,4 @@ void mrl_sched_device(const struct mrl_sched_params *host, bool copy_engine,
 	}
 	if (stripe_min)
 		device->stripe_min = stripe_min;
-	if (chunk_size >= MRL_CHUNK_ALIGN)
-		device->chunk_size = chunk_size;
 }
