@@ -533,7 +533,7 @@ MRL_DECLARE_FREE_STACK(struct mrl_msg_req, mrl_msg_req_stack)
 struct mrl_rma_req {
 	struct mrl_op op;
 	struct mrl_rma_req *next_free;	/* free list, or the endpoint's
-					 * announce_wait */
+					 * write_data_wait */
 	struct mrl_rma_req *parent;	/* a piece of a scatter-gather op:
 					 * completes into its head (mrl_rma.c) */
 	/* a head: its pieces out, whether all went, the first's error */
@@ -542,10 +542,10 @@ struct mrl_rma_req {
 	int pieces_err;
 	int prov_errno;			/* the core's, of the first chunk
 					 * that failed (0: none, or ours) */
-	bool announce;			/* a writedata: once its bytes landed,
+	bool write_data;		/* a writedata: once its bytes landed,
 					 * a WRITE_DATA raises the target's
 					 * entry, and its send completes the
-					 * op (mrl_rma_announce) */
+					 * op (mrl_rma_send_write_data) */
 };
 
 #define MRL_CTRL_RX_COUNT	64	/* on rail 0: every writedata's entry
@@ -564,7 +564,7 @@ struct mrl_ctrl_buf {
 	size_t len;			/* backlogged send: its length */
 	fi_addr_t dest;			/* and its destination on rail */
 	struct mrl_peer *peer;		/* (peers live as long as the AV) */
-	struct mrl_rma_req *announce;	/* a WRITE_DATA's op: completes with
+	struct mrl_rma_req *write_data_op; /* a WRITE_DATA's op: completes with
 					 * the send */
 	bool inject_data;		/* a bounce (or WRITE_DATA) for
 					 * fi_inject_writedata */
@@ -602,7 +602,7 @@ struct mrl_ep_rail {
 					 * (mrl_reset.c) */
 	uint64_t losses;		/* flushes that failed or never came:
 					 * writes that may not have landed */
-	uint32_t side;			/* fences, probes, control sends and
+	uint32_t nonchunk;		/* fences, probes, control sends and
 					 * (rail 0) message requests in
 					 * flight: progress reads the rail */
 	bool reads_src;			/* its core's sources are read: the
@@ -650,7 +650,7 @@ struct mrl_ep {
 	struct mrl_ctrl_buf *ctrl_tx_free;
 	struct mrl_ctrl_buf *ctrl_backlog, **ctrl_backlog_tail;
 	/* writedata ops landed, waiting for a control buffer, in order */
-	struct mrl_rma_req *announce_wait, **announce_wait_tail;
+	struct mrl_rma_req *write_data_wait, **write_data_wait_tail;
 	bool compact_logged;		/* fi_getname gave rail 0 alone */
 	uint64_t ctrl_dropped[MRL_CTRL_DROP_KINDS];	/* by reason */
 	uint64_t ctrl_tx_dropped;	/* sends for a rail out of service */
@@ -670,10 +670,11 @@ struct mrl_ep {
 	bool unreachable_due;		/* a peer lost its last rail */
 	bool parked_ops;		/* ops wait for keys (mrl_rma_park) */
 	/* which rails progress reads (mrl_progress.c) */
-	uint32_t side_busy;		/* rails with side requests (and
+	uint32_t nonchunk_busy;		/* rails with requests other than
+					 * the engine's chunks (and
 					 * rail 0 while the cores hold
 					 * message requests) */
-	int kick0;			/* reads of rail 0 due after an inject */
+	int rail0_reads_due;		/* reads of rail 0 due after an inject */
 	int poll_next;			/* the next idle rail read (while
 					 * leased: the leases' cursors) */
 	int read_turn;			/* the busy rail read first */
@@ -723,7 +724,7 @@ static inline void mrl_ep_lease_end(struct mrl_ep *ep)
 	if (__builtin_expect(ep->leased, 0))
 		mrl_ep_lease_give_back(ep);
 }
-void mrl_ep_kick0(struct mrl_ep *ep);
+void mrl_ep_read_rail0_soon(struct mrl_ep *ep);
 void mrl_ep_report_err(struct mrl_ep *ep, struct mrl_cq *cq, void *context,
 		       uint64_t flags, int err, int prov_errno, uint64_t data);
 int mrl_msg_init(struct mrl_ep *ep, size_t n);
@@ -764,8 +765,8 @@ void mrl_rma_parked_tick(struct mrl_ep *ep);
 void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 			  const struct mrl_key_entry *entry);
 /* A writedata's bytes landed: its WRITE_DATA goes (or waits for a buffer) */
-void mrl_rma_announce(struct mrl_ep *ep, struct mrl_rma_req *req);
-void mrl_rma_announce_waiting(struct mrl_ep *ep);
+void mrl_rma_send_write_data(struct mrl_ep *ep, struct mrl_rma_req *req);
+void mrl_rma_write_data_waiting(struct mrl_ep *ep);
 /* A scatter-gather op's piece completed: the op does once every piece did */
 void mrl_rma_piece_done(struct mrl_ep *ep, struct mrl_rma_req *req, int err);
 
@@ -861,7 +862,7 @@ void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 void mrl_ctrl_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
 uint32_t mrl_ctrl_open_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 			     uint32_t rails);
-void mrl_rma_rails_opened(struct mrl_ep *ep, struct mrl_peer *peer);
+void mrl_rma_widen_pending(struct mrl_ep *ep, struct mrl_peer *peer);
 bool mrl_ctrl_await_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 			  uint32_t rails);
 const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
@@ -972,14 +973,14 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 	bool read = op->kind == MRL_OP_READ;
 	uint64_t flags = mrl_rma_comp_flags(op->kind);
 
-	if (__builtin_expect(req->announce || req->parent, 0)) {
+	if (__builtin_expect(req->write_data || req->parent, 0)) {
 		if (req->parent) {
 			mrl_rma_piece_done(ep, req, err);
 			return;
 		}
-		req->announce = false;
+		req->write_data = false;
 		if (!err) {
-			mrl_rma_announce(ep, req);	/* completes it later */
+			mrl_rma_send_write_data(ep, req);	/* completes it later */
 			return;
 		}
 	}
@@ -1039,16 +1040,16 @@ static inline bool mrl_peer_unreachable(const struct mrl_peer *peer)
 }
 
 /* A fence, probe or control send went to rail's core: progress reads it. */
-static inline void mrl_side_posted(struct mrl_ep *ep, int rail)
+static inline void mrl_nonchunk_posted(struct mrl_ep *ep, int rail)
 {
-	if (!ep->rails[rail].side++)
-		ep->side_busy |= 1u << rail;
+	if (!ep->rails[rail].nonchunk++)
+		ep->nonchunk_busy |= 1u << rail;
 }
 
-static inline void mrl_side_done(struct mrl_ep *ep, int rail)
+static inline void mrl_nonchunk_done(struct mrl_ep *ep, int rail)
 {
-	if (!--ep->rails[rail].side)
-		ep->side_busy &= ~(1u << rail);
+	if (!--ep->rails[rail].nonchunk)
+		ep->nonchunk_busy &= ~(1u << rail);
 }
 
 /*

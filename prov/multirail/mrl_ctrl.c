@@ -39,7 +39,7 @@
 #define MRL_RAIL_ASK_LIMIT_MS	30000u
 
 /* The connections of these rails to the peer are up: ours to use. */
-static void mrl_rails_opened(struct mrl_ep *ep, struct mrl_peer *peer,
+static void mrl_peer_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 			     uint32_t rails)
 {
 	if (!(peer->rails_closed & rails))
@@ -48,7 +48,7 @@ static void mrl_rails_opened(struct mrl_ep *ep, struct mrl_peer *peer,
 	if (!peer->rails_closed)
 		peer->asks = 0;
 	peer->key_hint = NULL;	/* its rails may grow */
-	mrl_rma_rails_opened(ep, peer);
+	mrl_rma_widen_pending(ep, peer);
 }
 
 static void *mrl_ctrl_desc(struct mrl_ep *ep, int rail)
@@ -225,7 +225,7 @@ void mrl_ctrl_forget_sends(struct mrl_ep *ep)
 		if (ep->ctrl_bufs[i].peer)
 			ep->ctrl_bufs[i].peer->ctrl_refs--;
 		ep->ctrl_bufs[i].peer = NULL;
-		ep->ctrl_bufs[i].announce = NULL;	/* its op goes too */
+		ep->ctrl_bufs[i].write_data_op = NULL;	/* its op goes too */
 	}
 }
 
@@ -298,7 +298,7 @@ static ssize_t mrl_post_data_flush(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	if (ret)
 		buf->hdr.kind = MRL_REQ_CTRL_TX;
 	else
-		mrl_side_posted(ep, buf->rail);
+		mrl_nonchunk_posted(ep, buf->rail);
 	return ret;
 }
 
@@ -315,7 +315,7 @@ static ssize_t mrl_post_tx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 				     buf->dest, buf->tag, &buf->hdr);
 	if (!ret) {
 		ep->rails[buf->rail].ctrl_sent++;
-		mrl_side_posted(ep, ep->ctrl_ep ? 0 : buf->rail);
+		mrl_nonchunk_posted(ep, ep->ctrl_ep ? 0 : buf->rail);
 	}
 	return ret;
 }
@@ -353,7 +353,7 @@ static bool mrl_reroute(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	int rail;
 
-	if ((!buf->announce && !buf->inject_data) || buf->flush)
+	if ((!buf->write_data_op && !buf->inject_data) || buf->flush)
 		return false;	/* a flush belongs behind its message */
 	rail = mrl_question_rail(ep, buf->peer);
 	if (buf->peer->rails_down & (1u << rail))
@@ -392,7 +392,7 @@ static void mrl_flush_lost(struct mrl_ep *ep, struct mrl_ctrl_buf *b)
 static bool mrl_tc_flush_to(const struct mrl_ctrl_buf *b,
 			    const struct mrl_peer *peer)
 {
-	return b->flush && b->peer == peer && !b->announce && !b->loss_told;
+	return b->flush && b->peer == peer && !b->write_data_op && !b->loss_told;
 }
 
 /*
@@ -457,9 +457,9 @@ static bool mrl_flush_elsewhere(struct mrl_ep *ep,
  * writes or CQ data to the peer were lost since the writedata was posted
  * (its check then passed), as that check would have failed it.
  */
-static int mrl_announce_gate(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+static int mrl_write_data_gate(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
-	if (!(buf->announce || buf->inject_data) || buf->flush)
+	if (!(buf->write_data_op || buf->inject_data) || buf->flush)
 		return 0;
 	if (mrl_flush_elsewhere(ep, buf))
 		return -FI_EAGAIN;
@@ -485,7 +485,7 @@ void mrl_ctrl_progress(struct mrl_ep *ep)
 			continue;
 		}
 		ret = mrl_behind_refused(refused, nrefused, buf) ? -FI_EAGAIN :
-		      mrl_announce_gate(ep, buf);
+		      mrl_write_data_gate(ep, buf);
 		if (!ret)
 			ret = mrl_post_tx(ep, buf);
 		if (ret == -FI_EAGAIN) {
@@ -549,7 +549,7 @@ static struct mrl_ctrl_buf *mrl_take_tx(struct mrl_ep *ep)
 {
 	struct mrl_ctrl_buf *buf = mrl_ctrl_buf_stack_pop(&ep->ctrl_tx_free);
 
-	buf->announce = NULL;
+	buf->write_data_op = NULL;
 	buf->inject_data = false;
 	buf->flush = false;
 	buf->loss_told = false;
@@ -621,7 +621,7 @@ static ssize_t mrl_post_bounce(struct mrl_ep *ep, struct mrl_ctrl_buf *b,
 		b->hdr.kind = MRL_REQ_CTRL_TX;
 		return ret;
 	}
-	mrl_side_posted(ep, 0);
+	mrl_nonchunk_posted(ep, 0);
 	mrl_take_tx(ep);
 	return 0;
 }
@@ -647,13 +647,13 @@ ssize_t mrl_ctrl_bounce_write(struct mrl_ep *ep, const void *buf, size_t len,
 	return mrl_post_bounce(ep, b, len, dest, addr, key, 0);
 }
 
-static void mrl_announce_inject(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
+static void mrl_write_data_inject(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
 
 void mrl_ctrl_bounce_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
 			  int err)
 {
 	if (!err && buf->inject_data) {
-		mrl_announce_inject(ep, buf);
+		mrl_write_data_inject(ep, buf);
 		return;
 	}
 	if (err) {
@@ -696,10 +696,10 @@ static bool mrl_flush_write_data(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	buf->flush = true;
 	buf->flush_ns = ep->now_ns;
 	ep->rails[buf->rail].fences++;		/* the rail's watch runs */
-	if (buf->announce &&
-	    !(buf->announce->op.flags & FI_DELIVERY_COMPLETE)) {
-		mrl_rma_done(ep, &buf->announce->op, 0);
-		buf->announce = NULL;
+	if (buf->write_data_op &&
+	    !(buf->write_data_op->op.flags & FI_DELIVERY_COMPLETE)) {
+		mrl_rma_done(ep, &buf->write_data_op->op, 0);
+		buf->write_data_op = NULL;
 	} else if (buf->inject_data) {
 		mrl_cntr_inc(ep->cntr_write);	/* injects are never DC */
 		buf->inject_data = false;
@@ -730,7 +730,7 @@ struct mrl_peer *mrl_ctrl_flushing_peer(struct mrl_ep *ep, int rail,
 	while (*iter < ep->ctrl_nbufs) {
 		b = &ep->ctrl_bufs[(*iter)++];
 		if (b->hdr.kind == MRL_REQ_DATA_FLUSH && b->rail == rail &&
-		    (b->announce || !waited))
+		    (b->write_data_op || !waited))
 			return b->peer;
 	}
 	return NULL;
@@ -747,24 +747,24 @@ void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err)
 
 	/* a RAIL_UP of ours went: its rail's connection is up */
 	if (!err && buf->rail && msg->type == MRL_CTRL_RAIL_UP)
-		mrl_rails_opened(ep, buf->peer, 1u << buf->rail);
+		mrl_peer_rails_up(ep, buf->peer, 1u << buf->rail);
 	if (buf->flush) {
 		ep->rails[buf->rail].fences--;
 		ep->rails[buf->rail].fences_done++;
 		/* a core cancels what it held on a connection torn down */
-		if (err && !buf->announce && !buf->loss_told)
+		if (err && !buf->write_data_op && !buf->loss_told)
 			mrl_fence_data_lost(ep, buf->peer, buf->rail);
-	} else if (!err && (buf->announce || buf->inject_data) &&
+	} else if (!err && (buf->write_data_op || buf->inject_data) &&
 		   mrl_flush_write_data(ep, buf)) {
 		return;			/* the op completes with the flush */
 	}
-	if (err && err != -FI_ECANCELED && (buf->announce || buf->inject_data))
+	if (err && err != -FI_ECANCELED && (buf->write_data_op || buf->inject_data))
 		MRL_WARN(FI_LOG_EP_DATA, "rail %d: a writedata's CQ data %s "
 			 "(%s): the op fails\n", buf->rail, buf->flush ?
 			 "was sent but not seen to arrive" :
 			 "could not be sent", fi_strerror(-err));
-	if (buf->announce) {
-		mrl_rma_done(ep, &buf->announce->op, err);
+	if (buf->write_data_op) {
+		mrl_rma_done(ep, &buf->write_data_op->op, err);
 	} else if (buf->inject_data) {
 		if (err)
 			mrl_cntr_inc_err(ep->cntr_write);
@@ -806,7 +806,7 @@ int mrl_ctrl_write_data(struct mrl_ep *ep, struct mrl_rma_req *req)
 		return ret;
 	buf = mrl_take_tx(ep);
 	mrl_compose_write_data(ep, buf, peer, req->op.len, req->op.data);
-	buf->announce = req;
+	buf->write_data_op = req;
 	buf->wd_addr = req->op.raddr;
 	buf->wd_key = mrl_rma_req_key(req);
 	mrl_queue_tx(ep, buf);
@@ -814,7 +814,7 @@ int mrl_ctrl_write_data(struct mrl_ep *ep, struct mrl_rma_req *req)
 }
 
 /* An inject's bytes landed from buf: buf now carries its WRITE_DATA. */
-static void mrl_announce_inject(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
+static void mrl_write_data_inject(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 {
 	struct mrl_peer *peer = buf->peer;
 
@@ -1040,7 +1040,7 @@ static void mrl_reask_rails(struct mrl_ep *ep, struct mrl_peer *peer)
 	MRL_WARN_ONCE(FI_LOG_EP_CTRL, "rails 0x%x: the peer did not open them "
 		      "when asked for %u ms: opened from here\n",
 		      peer->rails_closed, limit_ms);
-	mrl_rails_opened(ep, peer, peer->rails_closed);
+	mrl_peer_rails_up(ep, peer, peer->rails_closed);
 }
 
 /*
@@ -1378,7 +1378,7 @@ static void mrl_dropped(struct mrl_ep *ep, int why,
 		 MRL_CTRL_VERSION, (unsigned long) n);
 }
 
-static void mrl_handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
+static void mrl_ctrl_dispatch(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		       size_t len, const struct mrl_ctrl_from *from,
 		       struct mrl_ctrl_learned *learned)
 {
@@ -1414,12 +1414,12 @@ static void mrl_handle(struct mrl_ep *ep, const struct mrl_ctrl_msg *msg,
 		break;
 	case MRL_CTRL_RAIL_UP:
 		if (from->rail) {
-			mrl_rails_opened(ep, peer, 1u << from->rail);
+			mrl_peer_rails_up(ep, peer, 1u << from->rail);
 			break;
 		}
 		/* left to us: ours to use, and to open now, as our first op
 		 * would have (its chunks wait in the core for connections) */
-		mrl_rails_opened(ep, peer, (uint32_t) msg->key);
+		mrl_peer_rails_up(ep, peer, (uint32_t) msg->key);
 		mrl_send_rails_up(ep, peer, (uint32_t) msg->key &
 				  mrl_rail_mask(peer->nrails) & ~1u);
 		break;
@@ -1471,7 +1471,7 @@ void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 			.rail = buf->rail,
 		};
 
-		mrl_handle(ep, (const struct mrl_ctrl_msg *) buf->data, len,
+		mrl_ctrl_dispatch(ep, (const struct mrl_ctrl_msg *) buf->data, len,
 			   &from, learned);
 	}
 	mrl_post_rx(ep, buf);

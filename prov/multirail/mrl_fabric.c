@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * The fabric object: the core and core fabric its name (multirail/<core>
+ * [/<core fabric>]) selects, and nothing of the cores themselves (each
+ * domain opens its rails' fabrics); it opens our domains and EQs.
+ */
 #include <stdlib.h>
 #include <string.h>
 

@@ -92,7 +92,7 @@ static int mrl_post_fence(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 				  peer->rail[rail].fence_key,
 				  ep->domain->fence_by_read);
 	if (!ret) {
-		mrl_side_posted(ep, rail);
+		mrl_nonchunk_posted(ep, rail);
 		ep->rails[rail].fences++;
 		f->dirty &= ~mrl_rail_bit(rail);
 		f->inflight |= mrl_rail_bit(rail);
@@ -213,7 +213,7 @@ static int mrl_fence_report_loss(struct mrl_ep *ep, struct mrl_peer *peer)
  * peer were lost after its post-time check passed, it fails (-FI_EIO) as
  * that check would have; else 0.  The loss stays to be reported by the
  * next send or writedata posted: it may be of writes posted after this
- * one, which that op announces.
+ * one, whose landing that op's message tells.
  */
 int mrl_fence_lost_since(struct mrl_ep *ep, const struct mrl_peer *peer)
 {
@@ -222,7 +222,7 @@ int mrl_fence_lost_since(struct mrl_ep *ep, const struct mrl_peer *peer)
 
 /*
  * Writes went to the peer while bytes of a failed rail could still land
- * over them: the send that would announce them fails as well.  Warned at
+ * over them: the send that would tell of them fails as well.  Warned at
  * the first such send after each loss; each counts in lost_sends.
  */
 static int mrl_fence_report_taint(struct mrl_ep *ep, struct mrl_peer *peer)

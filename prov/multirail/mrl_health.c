@@ -540,7 +540,7 @@ static void mrl_post_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		mrl_health_probe_done(ep, req, (int) ret);
 		return;
 	}
-	mrl_side_posted(ep, rail);
+	mrl_nonchunk_posted(ep, rail);
 	h->probing |= mrl_rail_bit(rail);
 	ep->rails[rail].probes++;
 }
@@ -603,11 +603,11 @@ void mrl_health_tick(struct mrl_ep *ep)
 	ep->now_ns = mrl_clock_ns();
 	if (mrl_params.rail_timeout_ms) {
 		/*
-		 * The rails with chunks or side requests (fences among them),
+		 * The rails with chunks or other requests (fences among them),
 		 * and those that had some at the last tick, to reset their
 		 * watch: an idle rail costs nothing per tick.
 		 */
-		rails = ep->engine.busy | ep->side_busy;
+		rails = ep->engine.busy | ep->nonchunk_busy;
 		watch = rails | ep->watched_rails;
 		ep->watched_rails = rails;
 		for (; watch; watch &= watch - 1) {

@@ -18,7 +18,7 @@ struct mrl_msg_req *mrl_msg_req_get(struct mrl_ep *ep)
 
 	if (req) {
 		req->hdr.kind = MRL_REQ_MSG;
-		mrl_side_posted(ep, 0);	/* progress reads rail 0 */
+		mrl_nonchunk_posted(ep, 0);	/* progress reads rail 0 */
 	}
 	return req;
 }
@@ -34,7 +34,7 @@ void mrl_msg_req_put(struct mrl_ep *ep, struct mrl_msg_req *req)
 	}
 	req->hdr.kind = 0;
 	mrl_msg_req_stack_push(&ep->msg_free, req);
-	mrl_side_done(ep, 0);
+	mrl_nonchunk_done(ep, 0);
 }
 
 /* n requests: enough for every send and receive the core can hold. */
@@ -423,10 +423,18 @@ static ssize_t mrl_senddata(struct fid_ep *ep, const void *buf, size_t len,
 	return mrl_sendmsg(ep, &msg, FI_REMOTE_CQ_DATA);
 }
 
+/* The four injects, by what they carry besides the bytes. */
+enum mrl_inject_kind {
+	MRL_INJECT_MSG,
+	MRL_INJECT_MSG_DATA,
+	MRL_INJECT_TAGGED,
+	MRL_INJECT_TAGGED_DATA,
+};
+
 /* Injects go straight to the core: no completion, nothing to route. */
 static ssize_t mrl_msg_inject(struct fid_ep *ep_fid, const void *buf,
 			      size_t len, uint64_t data, fi_addr_t dest,
-			      uint64_t tag, int kind)
+			      uint64_t tag, enum mrl_inject_kind kind)
 {
 	struct mrl_ep *ep = mrl_ep_of(ep_fid);
 	struct fid_ep *core = ep->rails[0].ep;
@@ -434,7 +442,8 @@ static ssize_t mrl_msg_inject(struct fid_ep *ep_fid, const void *buf,
 	fi_addr_t caddr;
 	ssize_t ret;
 
-	if (kind >= 2 && (tag & MRL_CTRL_TAG)) {
+	if ((kind == MRL_INJECT_TAGGED || kind == MRL_INJECT_TAGGED_DATA) &&
+	    (tag & MRL_CTRL_TAG)) {
 		MRL_WARN(FI_LOG_EP_DATA, "tag bit 63 is reserved\n");
 		return -FI_EINVAL;
 	}
@@ -448,17 +457,18 @@ static ssize_t mrl_msg_inject(struct fid_ep *ep_fid, const void *buf,
 	if (ret)
 		goto out;
 	switch (kind) {
-	case 0:
+	case MRL_INJECT_MSG:
 		ret = fi_inject(core, buf, len, caddr);
 		break;
-	case 1:
+	case MRL_INJECT_MSG_DATA:
 		ret = fi_injectdata(core, buf, len, data, caddr);
 		break;
-	case 2:
+	case MRL_INJECT_TAGGED:
 		ret = fi_tinject(core, buf, len, caddr, tag);
 		break;
-	default:
+	case MRL_INJECT_TAGGED_DATA:
 		ret = fi_tinjectdata(core, buf, len, data, caddr, tag);
+		break;
 	}
 	mrl_inject_posted(ep, ep->cntr_send, ret);
 out:
@@ -469,13 +479,14 @@ out:
 static ssize_t mrl_inject(struct fid_ep *ep, const void *buf, size_t len,
 			  fi_addr_t dest)
 {
-	return mrl_msg_inject(ep, buf, len, 0, dest, 0, 0);
+	return mrl_msg_inject(ep, buf, len, 0, dest, 0, MRL_INJECT_MSG);
 }
 
 static ssize_t mrl_injectdata(struct fid_ep *ep, const void *buf, size_t len,
 			      uint64_t data, fi_addr_t dest)
 {
-	return mrl_msg_inject(ep, buf, len, data, dest, 0, 1);
+	return mrl_msg_inject(ep, buf, len, data, dest, 0,
+			      MRL_INJECT_MSG_DATA);
 }
 
 struct fi_ops_msg mrl_msg_ops = {
@@ -572,13 +583,14 @@ static ssize_t mrl_tsenddata(struct fid_ep *ep, const void *buf, size_t len,
 static ssize_t mrl_tinject(struct fid_ep *ep, const void *buf, size_t len,
 			   fi_addr_t dest, uint64_t tag)
 {
-	return mrl_msg_inject(ep, buf, len, 0, dest, tag, 2);
+	return mrl_msg_inject(ep, buf, len, 0, dest, tag, MRL_INJECT_TAGGED);
 }
 
 static ssize_t mrl_tinjectdata(struct fid_ep *ep, const void *buf, size_t len,
 			       uint64_t data, fi_addr_t dest, uint64_t tag)
 {
-	return mrl_msg_inject(ep, buf, len, data, dest, tag, 3);
+	return mrl_msg_inject(ep, buf, len, data, dest, tag,
+			      MRL_INJECT_TAGGED_DATA);
 }
 
 struct fi_ops_tagged mrl_tagged_ops = {

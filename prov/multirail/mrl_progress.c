@@ -86,7 +86,8 @@ static void mrl_dispatch_side(struct mrl_ep *ep, int rail,
 			      fi_addr_t core_src, int err,
 			      const struct fi_cq_err_entry *err_entry)
 {
-	/* side requests back: progress reads their rail while others are out */
+	/* requests other than chunks back: progress reads their rail while
+	 * others are out */
 	switch (hdr->kind) {
 	case MRL_REQ_MSG:
 		mrl_msg_complete(ep, (struct mrl_msg_req *) hdr, e,
@@ -98,23 +99,23 @@ static void mrl_dispatch_side(struct mrl_ep *ep, int rail,
 				     err ? 0 : e->len, rail, core_src, err);
 		break;
 	case MRL_REQ_CTRL_TX:
-		mrl_side_done(ep, rail);
+		mrl_nonchunk_done(ep, rail);
 		mrl_ctrl_sent(ep, (struct mrl_ctrl_buf *) hdr, err);
 		break;
 	case MRL_REQ_BOUNCE:
-		mrl_side_done(ep, rail);
+		mrl_nonchunk_done(ep, rail);
 		mrl_ctrl_bounce_done(ep, (struct mrl_ctrl_buf *) hdr, err);
 		break;
 	case MRL_REQ_DATA_FLUSH:
-		mrl_side_done(ep, rail);
+		mrl_nonchunk_done(ep, rail);
 		mrl_ctrl_data_flushed(ep, (struct mrl_ctrl_buf *) hdr, err);
 		break;
 	case MRL_REQ_FENCE:
-		mrl_side_done(ep, rail);
+		mrl_nonchunk_done(ep, rail);
 		mrl_fence_done(ep, (struct mrl_fence *) hdr, err);
 		break;
 	case MRL_REQ_PROBE:
-		mrl_side_done(ep, rail);
+		mrl_nonchunk_done(ep, rail);
 		mrl_health_probe_done(ep, (struct mrl_fence *) hdr, err);
 		break;
 	default:
@@ -191,7 +192,7 @@ static void mrl_read_err(struct mrl_ep *ep, int rail)
 		     err.err ? -err.err : -FI_EIO, &err);
 }
 
-/* Calls per rail per progress (MRL_CQ_BATCH entries each, mrl.h). */
+/* Calls per rail per progress (MRL_CQ_BATCH entries each, mrl_cq.h). */
 #define MRL_CQ_ROUNDS		8
 
 /*
@@ -418,11 +419,11 @@ static void mrl_progress_rail(struct mrl_ep *ep, int rail, bool drain)
 /* Every how many calls with work due one idle rail is read too. */
 #define MRL_IDLE_READ_EVERY	8
 /* Calls that read rail 0 after an inject (the core may hold it queued). */
-#define MRL_KICK0_CALLS		16
+#define MRL_RAIL0_READS_AFTER_INJECT		16
 
-void mrl_ep_kick0(struct mrl_ep *ep)
+void mrl_ep_read_rail0_soon(struct mrl_ep *ep)
 {
-	ep->kick0 = MRL_KICK0_CALLS;
+	ep->rail0_reads_due = MRL_RAIL0_READS_AFTER_INJECT;
 }
 
 /* The idle rail whose turn it is. */
@@ -445,7 +446,7 @@ mrl_rails_due_rare(struct mrl_ep *ep, uint32_t due)
 {
 	if (ep->ctrl_backlog)		/* rails still connecting */
 		return mrl_rail_mask(ep->nrails);
-	ep->kick0--;
+	ep->rail0_reads_due--;
 	due |= 1u;
 	if (!(++ep->poll_calls % MRL_IDLE_READ_EVERY))
 		due |= mrl_idle_rail(ep);
@@ -453,18 +454,18 @@ mrl_rails_due_rare(struct mrl_ep *ep, uint32_t due)
 }
 
 /*
- * The rails this call reads: those the engine or side requests (fences,
+ * The rails this call reads: those the engine or other requests (fences,
  * probes, control sends, and on rail 0 messages) wait on, rail 0 after an
  * inject, every rail while control sends wait for connections, and one
  * more by rotation: remote events, a peer's messages and its connections
- * arrive unannounced.  An idle endpoint reads one rail per call; a busy
+ * arrive unasked.  An idle endpoint reads one rail per call; a busy
  * one an idle rail every MRL_IDLE_READ_EVERY calls.
  */
 static inline uint32_t mrl_rails_due(struct mrl_ep *ep)
 {
-	uint32_t due = ep->engine.busy | ep->side_busy;
+	uint32_t due = ep->engine.busy | ep->nonchunk_busy;
 
-	if (ep->kick0 || ep->ctrl_backlog)
+	if (ep->rail0_reads_due || ep->ctrl_backlog)
 		return mrl_rails_due_rare(ep, due);
 	if (!due || !(++ep->poll_calls % MRL_IDLE_READ_EVERY))
 		due |= mrl_idle_rail(ep);
@@ -513,7 +514,7 @@ static void mrl_rail0_batches(struct mrl_ep *ep, struct fi_cq_tagged_entry *e,
 static void mrl_read_due(struct mrl_ep *ep, uint32_t due,
 			 struct fi_cq_tagged_entry *e, fi_addr_t *src)
 {
-	uint32_t idle = due & ~(ep->engine.busy | ep->side_busy) & ~1u;
+	uint32_t idle = due & ~(ep->engine.busy | ep->nonchunk_busy) & ~1u;
 	uint32_t first, rails;
 	int pass, r;
 
@@ -565,7 +566,7 @@ static void mrl_rail_batches(struct mrl_ep *ep, int rail,
 /* The rare work is due: see mrl_progress_end. */
 static inline bool mrl_rest_due(const struct mrl_ep *ep)
 {
-	return ep->health_left <= 0 || ep->ctrl_backlog || ep->announce_wait ||
+	return ep->health_left <= 0 || ep->ctrl_backlog || ep->write_data_wait ||
 	       !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due;
 }
 
@@ -578,8 +579,8 @@ static void mrl_progress_rest(struct mrl_ep *ep)
 		mrl_ctrl_hello_partial(ep);
 	if (ep->ctrl_backlog)
 		mrl_ctrl_progress(ep);
-	if (ep->announce_wait)
-		mrl_rma_announce_waiting(ep);
+	if (ep->write_data_wait)
+		mrl_rma_write_data_waiting(ep);
 	mrl_engine_progress(&ep->engine);
 	if (ep->unreachable_due)
 		mrl_health_fail_unreachable(ep);
@@ -634,7 +635,7 @@ void mrl_ep_progress(struct mrl_ep *ep)
  */
 static inline bool mrl_quiet(const struct mrl_ep *ep)
 {
-	return !(ep->engine.busy | ep->side_busy) && !ep->kick0 &&
+	return !(ep->engine.busy | ep->nonchunk_busy) && !ep->rail0_reads_due &&
 	       !ep->progress_held && ep->health_left > 1 && !mrl_rest_due(ep);
 }
 
@@ -745,7 +746,7 @@ ssize_t mrl_inject_posted(struct mrl_ep *ep, struct mrl_cntr *cntr,
 	mrl_assert_locked(ep->domain);
 	if (!ret) {
 		mrl_cntr_inc(cntr);
-		mrl_ep_kick0(ep);
+		mrl_ep_read_rail0_soon(ep);
 	} else if (ret == -FI_EAGAIN)
 		mrl_ep_progress(ep);
 	return ret;

@@ -36,6 +36,12 @@ struct mrl_rma_args {
 	uint64_t flags;
 };
 
+/* What a step of an op's set-up says besides 0 (go on) and -FI_E*. */
+enum {
+	MRL_RMA_DECLINED = 1,	/* the fast path leaves it to the general */
+	MRL_RMA_REPORTED,	/* it failed, and its error entry is written */
+};
+
 /*
  * What one rail holds in flight: at most MRL_RAIL_DEPTH chunks and
  * MRL_RAIL_BYTES bytes, so that a rail's next chunk goes to whichever
@@ -110,8 +116,8 @@ int mrl_rma_init(struct mrl_ep *ep)
 	}
 	ep->rma_reqs = &slots[0].req;
 	ep->rma_pool_size = n;
-	ep->announce_wait = NULL;
-	ep->announce_wait_tail = &ep->announce_wait;
+	ep->write_data_wait = NULL;
+	ep->write_data_wait_tail = &ep->write_data_wait;
 	mrl_rma_sched_init(ep);
 	return 0;
 }
@@ -173,7 +179,7 @@ static unsigned int mrl_chunk_needs(struct mrl_ep *ep,
 	struct mrl_sched_chunk c = {
 		.write = op->kind == MRL_OP_WRITE,
 		.delivery_asked = !!(op->flags & FI_DELIVERY_COMPLETE),
-		.announced = mrl_slot_of((struct mrl_op *) op)->req.announce,
+		.write_data_follows = mrl_slot_of((struct mrl_op *) op)->req.write_data,
 		.rail = chunk->rail,
 	};
 
@@ -330,7 +336,7 @@ rail0:
 
 /*
  * Rail 0's address for dest and rail 0's key for key: what ops sent whole
- * on rail 0 (injects, atomics) use.  Like a send, such an op may announce
+ * on rail 0 (injects, atomics) use.  Like a send, such an op may tell of
  * writes that completed on other rails (a flag, CQ data), so it first
  * waits for them to land (mrl_fence.c): -FI_EAGAIN until then.
  * Domain locked.
@@ -468,7 +474,7 @@ static void mrl_op_init(struct mrl_ep *ep, struct mrl_op *op,
 	op->kind = a->kind;
 	/* the CQ data goes in a message of ours, not in a chunk */
 	op->flags = (a->flags | ep->tx_op_flags) & ~FI_REMOTE_CQ_DATA;
-	mrl_slot_of(op)->req.announce = a->kind == MRL_OP_WRITE &&
+	mrl_slot_of(op)->req.write_data = a->kind == MRL_OP_WRITE &&
 		((a->flags | ep->tx_op_flags) & FI_REMOTE_CQ_DATA);
 	op->context = a->context;
 	op->data = a->data;
@@ -481,11 +487,9 @@ static void mrl_op_init(struct mrl_ep *ep, struct mrl_op *op,
 	if (!a->count)
 		op->desc[0] = NULL;
 	op->raddr = a->rma_iov->addr;
-	op->key = 0;
 	op->peer = peer;
 	if (op->kind == MRL_OP_WRITE)
 		mrl_fence_note_write(peer);
-	op->owner = NULL;
 	op->one_iov = ep->domain->rma_one_iov;
 	op->unmetered = sched->unmetered;
 	op->parked = false;
@@ -536,14 +540,14 @@ static bool mrl_wait_for_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 }
 
 /*
- * A writedata announces, like a send, the writes before it: those still
+ * A writedata tells, like a send, of the writes before it: those still
  * unflushed on other rails land first (-FI_EAGAIN until they did).  Where
  * they were lost with a failed rail it completes with -FI_EIO instead of
- * being raised without them, as a send does.  Returns 0 to go on; 1 where
- * it failed, its error reported; or a negative error to return.  Domain
- * locked.
+ * being raised without them, as a send does.  Returns 0 to go on;
+ * MRL_RMA_REPORTED where it failed, its error reported; or a negative
+ * error to return.  Domain locked.
  */
-static ssize_t mrl_announce_fence(struct mrl_ep *ep,
+static ssize_t mrl_write_data_fence(struct mrl_ep *ep,
 				  const struct mrl_rma_args *a,
 				  struct mrl_peer *peer)
 {
@@ -564,7 +568,7 @@ static ssize_t mrl_announce_fence(struct mrl_ep *ep,
 		if (ret)
 			return ret;
 	}
-	return 1;
+	return MRL_RMA_REPORTED;
 }
 
 /*
@@ -593,21 +597,21 @@ uint64_t mrl_rma_req_key(struct mrl_rma_req *req)
 }
 
 /* A writedata of no bytes: its WRITE_DATA at once. */
-static void mrl_announce_now(struct mrl_ep *ep, struct mrl_rma_req *req)
+static void mrl_write_data_now(struct mrl_ep *ep, struct mrl_rma_req *req)
 {
-	req->announce = false;
-	mrl_rma_announce(ep, req);
+	req->write_data = false;
+	mrl_rma_send_write_data(ep, req);
 	ep->rma_general++;
 }
 
-void mrl_rma_announce(struct mrl_ep *ep, struct mrl_rma_req *req)
+void mrl_rma_send_write_data(struct mrl_ep *ep, struct mrl_rma_req *req)
 {
 	int ret = mrl_ctrl_write_data(ep, req);
 
 	if (ret == -FI_EAGAIN) {	/* every control buffer is taken */
 		req->next_free = NULL;
-		*ep->announce_wait_tail = req;
-		ep->announce_wait_tail = &req->next_free;
+		*ep->write_data_wait_tail = req;
+		ep->write_data_wait_tail = &req->next_free;
 	} else if (ret) {
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "a writedata's CQ data cannot "
 			      "be sent: %s\n", fi_strerror(-ret));
@@ -616,18 +620,18 @@ void mrl_rma_announce(struct mrl_ep *ep, struct mrl_rma_req *req)
 }
 
 /* Writedata waiting for a control buffer, in order, while there are some. */
-void mrl_rma_announce_waiting(struct mrl_ep *ep)
+void mrl_rma_write_data_waiting(struct mrl_ep *ep)
 {
 	struct mrl_rma_req *req;
 	int ret;
 
-	while ((req = ep->announce_wait)) {
+	while ((req = ep->write_data_wait)) {
 		ret = mrl_ctrl_write_data(ep, req);
 		if (ret == -FI_EAGAIN)
 			return;
-		ep->announce_wait = req->next_free;
-		if (!ep->announce_wait)
-			ep->announce_wait_tail = &ep->announce_wait;
+		ep->write_data_wait = req->next_free;
+		if (!ep->write_data_wait)
+			ep->write_data_wait_tail = &ep->write_data_wait;
 		if (ret)
 			mrl_rma_done(ep, &req->op, ret);
 	}
@@ -646,10 +650,10 @@ static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 
 	if (a->kind == MRL_OP_WRITE &&
 	    ((a->flags | ep->tx_op_flags) & FI_REMOTE_CQ_DATA)) {
-		ssize_t ret = mrl_announce_fence(ep, a, peer);
+		ssize_t ret = mrl_write_data_fence(ep, a, peer);
 
 		if (ret)
-			return ret < 0 ? ret : 0;	/* 1: failed, reported */
+			return ret == MRL_RMA_REPORTED ? 0 : ret;
 	}
 	req = ep->rma_free;
 	if (!req) {
@@ -683,8 +687,8 @@ static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	rails = mrl_op_rails(ep, peer, slot, a, remote_near);
 	rails = mrl_sched_rails(sched, rails, a->len, ep->engine.busy,
 				&ep->rr_next, &chunk) & mrl_rail_mask(nrails);
-	if (!a->len && req->announce) {
-		mrl_announce_now(ep, req);	/* no byte to land first */
+	if (!a->len && req->write_data) {
+		mrl_write_data_now(ep, req);	/* no byte to land first */
 		return 0;
 	}
 	if (!rails && !peer->rails_down)
@@ -805,7 +809,7 @@ static bool mrl_reqs_free(const struct mrl_ep *ep, size_t n)
 	return !n;
 }
 
-/* The head's pieces are all back: the op completes (announces) once. */
+/* The head's pieces are all back: the op completes (or sends its WRITE_DATA) once. */
 static void mrl_sg_finish(struct mrl_ep *ep, struct mrl_rma_req *head)
 {
 	int err = head->pieces_err;
@@ -813,7 +817,7 @@ static void mrl_sg_finish(struct mrl_ep *ep, struct mrl_rma_req *head)
 	head->pieces_err = 0;
 	head->pieces_all_posted = false;
 	if (err)
-		head->announce = false;
+		head->write_data = false;
 	mrl_rma_done(ep, &head->op, err);
 }
 
@@ -859,7 +863,8 @@ static ssize_t mrl_sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
 			     struct mrl_peer *peer)
 {
 	uint64_t flags = a->flags | ep->tx_op_flags;
-	bool announce = a->kind == MRL_OP_WRITE && (flags & FI_REMOTE_CQ_DATA);
+	bool with_write_data = a->kind == MRL_OP_WRITE &&
+			       (flags & FI_REMOTE_CQ_DATA);
 	struct mrl_rma_req *head;
 	size_t pieces = mrl_sg_walk(ep, a, peer, NULL, 0);
 	ssize_t ret;
@@ -867,10 +872,10 @@ static ssize_t mrl_sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	ret = mrl_sg_check_keys(ep, a, peer);
 	if (ret)
 		return ret;
-	if (announce) {
-		ret = mrl_announce_fence(ep, a, peer);
+	if (with_write_data) {
+		ret = mrl_write_data_fence(ep, a, peer);
 		if (ret)
-			return ret < 0 ? ret : 0;	/* 1: failed, reported */
+			return ret == MRL_RMA_REPORTED ? 0 : ret;
 	}
 	if (!mrl_reqs_free(ep, pieces + 1)) {
 		mrl_ep_progress(ep);
@@ -883,12 +888,12 @@ static ssize_t mrl_sg_submit(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	head->op.data = a->data;
 	head->op.len = a->len;
 	head->op.peer = peer;
-	head->announce = announce;
+	head->write_data = with_write_data;
 	/* the target a flush behind its WRITE_DATA aims at (mrl_ctrl.c) */
 	head->op.raddr = a->rma_iov[0].addr;
 	mrl_slot_of(&head->op)->key = a->rma_iov[0].key;
 	flags &= ~(FI_REMOTE_CQ_DATA | FI_INJECT);
-	if (announce)
+	if (with_write_data)
 		flags |= FI_DELIVERY_COMPLETE;
 	mrl_sg_walk(ep, a, peer, head, flags);
 	head->pieces_all_posted = true;
@@ -1005,9 +1010,6 @@ static void mrl_fast_rekey(struct mrl_ep *ep, struct mrl_peer *peer,
 	if (entry)
 		mrl_set_key_hint(peer, entry, mr ? mr->near_mask : 0);
 }
-
-/* The fast path's answer for an op it leaves to mrl_rma_general. */
-#define MRL_RMA_DECLINED	1
 
 /*
  * The fast path's chunk was not posted (the core refused it, or a rule
@@ -1259,7 +1261,8 @@ static ssize_t mrl_rma_inject_write(struct fid_ep *ep_fid, const void *buf,
 	if (!mrl_inject_fits(ep, len))
 		return -FI_EINVAL;
 	mrl_ep_lock(ep);
-	if (with_data && mrl_av_peer(ep->av, dest))	/* it announces its bytes */
+	/* its WRITE_DATA tells of its bytes, as a send would */
+	if (with_data && mrl_av_peer(ep->av, dest))
 		mrl_fence_note_write(mrl_av_peer(ep->av, dest));
 	ret = mrl_rail0_target(ep, dest, key, &caddr, &key0);
 	if (ret)
@@ -1367,14 +1370,14 @@ static void mrl_widen_op(struct mrl_op *op, void *arg)
 		op->rail_mask = rails;
 }
 
-struct mrl_rails_opened {
+struct mrl_widen_arg {
 	struct mrl_ep *ep;
 	struct mrl_peer *peer;
 };
 
 static void mrl_widen_to_opened(struct mrl_op *op, void *arg)
 {
-	const struct mrl_rails_opened *ro = arg;
+	const struct mrl_widen_arg *ro = arg;
 	struct mrl_rma_slot *slot = mrl_slot_of(op);
 	const struct mrl_key_entry *entry;
 	uint32_t rails;
@@ -1396,9 +1399,9 @@ static void mrl_widen_to_opened(struct mrl_op *op, void *arg)
  * posted of striped ops to it may go there too, those nearest their
  * buffers first, as if the rails had been open when the op came.
  */
-void mrl_rma_rails_opened(struct mrl_ep *ep, struct mrl_peer *peer)
+void mrl_rma_widen_pending(struct mrl_ep *ep, struct mrl_peer *peer)
 {
-	struct mrl_rails_opened ro = { ep, peer };
+	struct mrl_widen_arg ro = { ep, peer };
 
 	mrl_engine_for_each_pending(&ep->engine, mrl_widen_to_opened, &ro);
 }

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * The scheduling policy's rules that are not inline in mrl_sched.h: which
+ * rails and chunks an op gets, and the rule for device memory.
+ */
 #include "mrl_sched.h"
 
 /* The k-th rail (counting from 0) of mask. */

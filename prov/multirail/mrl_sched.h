@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * The scheduling policy: pure functions from an operation and the rails'
- * state to a choice, with no libfabric object and no state of their own,
- * so that every rule is unit-tested alone (test/sched_test.c).
- *   mrl_sched_near   which rails an op may use (locality of both buffers)
- *   mrl_sched_rails  whole op or striped, on which rails, in what chunks
- *   mrl_sched_chunk  what a chunk must ask of the core: delivery-complete,
- *                    or a fence before the next send
+ * The scheduling policy: functions from an operation and the rails' state
+ * to a choice, with no libfabric object and no state of their own (the one
+ * thing they change is the round-robin turn their caller hands them), so
+ * that every rule is unit-tested alone (test/sched_test.c).
+ *   mrl_sched_near    which rails an op may use (locality of both buffers)
+ *   mrl_sched_rails   whole op or striped, on which rails, in what chunks
+ *   mrl_sched_device  the rules for device memory, from the host's
+ *   mrl_sched_chunk   what a chunk must ask of the core: delivery-complete,
+ *                     or a fence before the next send
  * The striping engine (mrl_stripe.c) then hands the chunks to the rails
  * with credit.
  */
@@ -93,7 +95,7 @@ void mrl_sched_device(const struct mrl_sched_params *host, bool copy_engine,
 struct mrl_sched_chunk {
 	bool write;		/* a write (reads need neither) */
 	bool delivery_asked;	/* the user asked FI_DELIVERY_COMPLETE */
-	bool announced;		/* a writedata's: a message announces its
+	bool write_data_follows; /* a writedata's: a WRITE_DATA tells of its
 				 * bytes once they all landed */
 	int rail;
 	bool fence_elsewhere;	/* another endpoint tracks this peer's rails
@@ -112,7 +114,7 @@ static inline unsigned int mrl_sched_chunk(const struct mrl_sched_chunk *c)
 {
 	if (!c->write)
 		return 0;
-	if (c->delivery_asked || c->announced)
+	if (c->delivery_asked || c->write_data_follows)
 		return MRL_SCHED_DELIVERY;
 	if (!c->rail)
 		return 0;

@@ -1,4 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * The striping engine (mrl_stripe.h): ops cut into chunks, handed to the
+ * rails with credit, and completed once when their last chunk is back.
+ * No libfabric object beyond its error numbers: test/stripe_test drives it
+ * over fake rails.
+ */
 #include <stdlib.h>
 #include <string.h>
 #include <rdma/fi_errno.h>
@@ -125,14 +131,6 @@ static bool mrl_rail_has_credit(const struct mrl_engine *eng, int rail,
 	       mrl_rail_has_room(eng, rail, op, len);
 }
 
-/*
- * The rail for a chunk of len bytes.  An op sent whole fills the lowest of
- * its rails below the fill level first (a find-first-set, no loop), so a
- * few small ops in flight keep to a few rails, and the polls that reap
- * them do not grow with the rails there are.  Else, and with every such
- * rail full, the least loaded rail with credit; ties rotate so idle rails
- * share.
- */
 /* Where the turn is: past the last rail, rail 0. */
 static int mrl_turn_rail(const struct mrl_engine *eng)
 {
@@ -141,6 +139,14 @@ static int mrl_turn_rail(const struct mrl_engine *eng)
 	return r < eng->nrails ? r : 0;
 }
 
+/*
+ * The rail for a chunk of len bytes.  An op sent whole fills the lowest of
+ * its rails below the fill level first (a find-first-set, no loop), so a
+ * few small ops in flight keep to a few rails, and the polls that reap
+ * them do not grow with the rails there are.  Else, and with every such
+ * rail full, the least loaded rail with credit; ties rotate so idle rails
+ * share.
+ */
 static int mrl_pick_rail(struct mrl_engine *eng, const struct mrl_op *op,
 			 size_t len)
 {

@@ -77,9 +77,7 @@ struct mrl_op {
 	void *desc[MRL_IOV_LIMIT];
 	size_t iov_count;
 	uint64_t raddr;
-	uint64_t key;
 	void *peer;			/* owned by the rail layer */
-	void *owner;			/* rail layer's per-op data */
 	uint32_t rail_mask;		/* rails this op may use */
 	size_t chunk_size;
 	bool one_iov;			/* no chunk spans two of iov[] (a core
