@@ -2,7 +2,7 @@
 /*
  * efa_emu: provider entry, knobs, fi_getinfo, fabric, domain and memory
  * registration.  Attribute values cite libfabric v2.6.0's prov/efa/src
- * (docs/efa-facts.md has the line numbers).
+ * (docs/efa.md has the line numbers).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * efa_emu endpoint and data path.  Every check fails the way efa's source
- * does (efa_rma.c, efa_msg.c; docs/efa-facts.md section 3), or, where efa
- * would silently misbehave (rma_iov_count > 1, keys over 32 bits), fails
- * loudly.  Placement is as weak as efa's: a write of several packets
+ * does (efa_rma.c, efa_msg.c; docs/efa.md, "Error returns on the RMA
+ * path"), or, where efa would silently misbehave (rma_iov_count > 1,
+ * keys over 32 bits), fails loudly.  Placement is as weak as efa's: a write of several packets
  * lands its later packets first, a write may land after a later one; but
  * a write's completion means its bytes are placed, as an SRD RDMA write's
  * does (docs/efa.md), so every core write is delivery-complete whatever
