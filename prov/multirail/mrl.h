@@ -257,159 +257,10 @@ void *mrl_desc_rail(void *desc, int rail);
 
 /* ---- address vector ------------------------------------------------------ */
 
-/* What the initiator knows of one target registration. */
-struct mrl_key_entry {
-	uint64_t key;
-	int state;			/* MRL_KEY_* */
-	uint64_t asked_ns;		/* PENDING: when we last sent it */
-	uint64_t since_ns;		/* PENDING: due on asked_rail since */
-	int asked_rail;			/* PENDING: the rail it is due on */
-	bool unsent;			/* PENDING: no buffer took it yet */
-	int nrails;
-	uint32_t near_mask;		/* target's rails nearest it; 0: any */
-	uint32_t nonce;			/* PENDING: the answer must echo it */
-	struct mrl_key_entry *next;
-	uint64_t keys[];		/* one per rail of the endpoint */
-};
-enum { MRL_KEY_PENDING = 1, MRL_KEY_VALID, MRL_KEY_INVALID };
-
-/* A peer's keys by a hash of ours (mrl_ctrl.c): its buckets double as
- * they fill, as a client may write to thousands of a server's keys. */
-struct mrl_key_table {
-	uint32_t nbuckets;		/* a power of two */
-	uint32_t count;
-	struct mrl_key_entry *bucket[];
-};
-
-/* A zero-byte delivery-complete write that flushes one rail (mrl_fence.c). */
-struct mrl_fence {
-	struct mrl_req_hdr hdr;		/* must stay first */
-	struct mrl_peer *peer;
-	int rail;
-};
-
-/*
- * Writes on rails other than rail 0 that may not have landed yet, per
- * peer, so that a message to that peer (on rail 0) can wait for them.
- * One endpoint owns this state; another endpoint's writes to the peer are
- * posted delivery-complete instead.
- */
-struct mrl_peer_fence {
-	struct mrl_ep *owner;
-	uint32_t dirty;			/* rails written since their last fence */
-	uint32_t inflight;		/* rails with a fence posted */
-	/*
-	 * A rail that went out of service for the peer with writes not yet
-	 * flushed is suspect: the next send's fence there decides whether
-	 * they landed.  One that cannot say so within the deadline (a fence
-	 * failed, stuck or refused) has lost them: the next send to the peer
-	 * fails instead of arriving before bytes that may never come.
-	 */
-	uint32_t suspect;
-	uint32_t lost;
-	uint32_t abandoned;		/* fences in flight no send waits for */
-	/*
-	 * Lost bytes are not always gone: tcp holds them in the dead rail's
-	 * socket and delivers them if the link comes back, over writes that
-	 * went after them on other rails.  A lost rail stays stale until
-	 * its abandoned fence completes either way (the bytes landed, or
-	 * the connection died with them) or a probe passes there (behind
-	 * them on the same connection).  Writes to the peer from the loss
-	 * until then taint the next send: it fails too.
-	 */
-	uint32_t stale;
-	bool tainted;
-	bool taint_warned;		/* once per loss */
-	uint64_t suspect_since_ns;	/* a send first waited on a suspect */
-	struct mrl_fence *req;		/* one per rail of the AV, with the
-					 * peer's first fence */
-};
-
-/* Probing one rail of a peer while it is out of service (mrl_health.c). */
-struct mrl_probe_rail {
-	uint64_t at_ns;			/* when the next probe may go */
-	uint64_t addr, key;		/* where: the peer's latest op */
-	bool read, set;
-	uint8_t shift;			/* back-off doublings */
-	struct mrl_fence req;
-};
-
-/* A peer with a rail out of service (mrl_health.c); NULL while healthy. */
-struct mrl_peer_health {
-	struct mrl_ep *ep;		/* probes, and keeps the counts */
-	uint32_t probing;		/* rails with a probe in flight */
-	struct mrl_probe_rail rail[];	/* one per rail of the endpoint */
-};
-
-/* A peer's state on one rail: struct mrl_peer ends with one per AV rail. */
-struct mrl_peer_rail {
-	fi_addr_t core_addr;		/* in that rail's core AV */
-	uint64_t fence_addr, fence_key;	/* a target of the last write there
-					 * (mrl_fence.c flushes to it) */
-	struct {
-		uint32_t since_ms;	/* the streak's first refusal */
-		uint32_t last_ms;	/* and its latest */
-		uint32_t completions;	/* the rail's, then (low bits) */
-	} refused;			/* mrl_health_refused */
-};
-
-struct mrl_peer {
-	/* what every op reads first, in one cache line */
-	struct mrl_peer_fence fence;
-	/* the fast path declines while either is set: one load tests both */
-	union {
-		struct {
-			uint32_t rails_down;	/* out of service for this
-						 * peer */
-			uint32_t partial;	/* 1: full address not learned
-						 * yet */
-		};
-		uint64_t fast_off;
-	};
-	/* the rest by size, leaving no holes: a cluster's AV holds
-	 * thousands of peers */
-	struct mrl_peer_health *health;
-	uint64_t answered_ns;		/* when a control message first came
-					 * from the peer: it runs (0: none) */
-	struct mrl_ep *rails_up_ep;
-	uint64_t heard;			/* learned: the AV's clock at its last
-					 * message (the least recent goes) */
-	fi_addr_t fi_addr;		/* user's handle, when visible */
-	fi_addr_t ctrl_addr;		/* its control endpoint (rail 0's AV) */
-	struct mrl_key_table *keys;	/* with the first key asked for */
-	/* the entry the last small op used: programs write to one target
-	 * key again and again (entries live as long as the peer), and the
-	 * rails chosen for it from a buffer near hint_local.  A valid entry
-	 * stays valid; a change of nrails drops the hint. */
-	const struct mrl_key_entry *key_hint;
-	uint32_t hint_local;
-	uint32_t hint_rails;
-	uint32_t refused_rails;		/* the core said -FI_EAGAIN to the
-					 * last post there */
-	uint32_t rails_closed;		/* asked for (RAIL_ASK), no RAIL_UP
-					 * came yet: not ours to connect */
-	uint32_t hello_nonce;		/* our HELLO's: the HELLO_ACK that
-					 * completes a partial peer echoes it */
-	uint32_t rails_up;		/* rails rails_up_ep sent RAIL_UP on,
-					 * or asked the peer to */
-	uint32_t asked_ms;		/* the last RAIL_ASK (the clock, ms) */
-	int ctrl_refs;			/* our control sends naming it, posted
-					 * or in the backlog */
-	int nrails;			/* rails of the peer we can reach */
-	int peer_nrails;		/* rails the peer has */
-	uint8_t asks;			/* RAIL_ASKs since rails were closed */
-	bool hello_sent;
-	bool visible;			/* inserted by the user */
-	bool learned;			/* from control messages alone, never
-					 * inserted: may be evicted */
-	bool addr_own;
-	/* last, so that with the address after rail[] fi_av_lookup reads
-	 * few lines of the peer */
-	uint32_t addrlen;
-	void *addr;			/* composite address: after rail[],
-					 * or its own allocation (addr_own) */
-	struct mrl_peer_rail rail[];	/* the AV's rails (mrl_av.c) */
-};
+#include "mrl_keys.h"
+#include "mrl_fence.h"
+#include "mrl_health.h"
+#include "mrl_peer.h"
 
 struct mrl_ep;
 
@@ -785,11 +636,11 @@ void mrl_ctrl_rx(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, size_t len,
 		 fi_addr_t src, int err, struct mrl_ctrl_learned *learned);
 void mrl_ctrl_tx_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf);
 void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err);
-int mrl_ctrl_write_data(struct mrl_ep *ep, struct mrl_rma_req *req);
-ssize_t mrl_ctrl_inject_data(struct mrl_ep *ep, struct mrl_peer *peer,
-			     const void *buf, size_t len, uint64_t data,
-			     fi_addr_t dest, uint64_t addr, uint64_t key);
-void mrl_ctrl_introduce(struct mrl_ep *ep, struct mrl_peer *peer);
+int mrl_write_data_send(struct mrl_ep *ep, struct mrl_rma_req *req);
+ssize_t mrl_write_data_inject(struct mrl_ep *ep, struct mrl_peer *peer,
+			      const void *buf, size_t len, uint64_t data,
+			      fi_addr_t dest, uint64_t addr, uint64_t key);
+void mrl_connect_introduce(struct mrl_ep *ep, struct mrl_peer *peer);
 ssize_t mrl_ctrl_bounce_write(struct mrl_ep *ep, const void *buf, size_t len,
 			      fi_addr_t dest, uint64_t addr, uint64_t key);
 void mrl_ctrl_bounce_done(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
@@ -798,6 +649,22 @@ void mrl_ctrl_progress(struct mrl_ep *ep);
 
 int mrl_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
 		  struct fid_poll **pollset);
+
+/* A flush of ep's to peer is in flight on rail (health watches it). */
+static inline bool mrl_fence_flushing(const struct mrl_ep *ep,
+				      const struct mrl_peer *peer, int rail)
+{
+	return peer->fence.owner == ep &&
+	       (peer->fence.inflight & (1u << rail));
+}
+
+/* No flush to peer in flight: the AV may forget a learned peer. */
+static inline bool mrl_fence_idle(const struct mrl_peer *peer)
+{
+	return !peer->fence.inflight;
+}
+
+void mrl_fence_forget_peer(struct mrl_peer *peer);
 
 /* Another endpoint tracks this peer's rails for fences (mrl_fence.c). */
 static inline bool mrl_fence_owned_elsewhere(const struct mrl_ep *ep,
@@ -855,22 +722,34 @@ ssize_t mrl_fence_post_zero(struct mrl_ep *ep, struct mrl_peer *peer,
 			    uint64_t addr, uint64_t key, bool read);
 void mrl_fence_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_fence_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
-int mrl_ctrl_hello(struct mrl_ep *ep, struct mrl_peer *peer);
-void mrl_ctrl_hello_partial(struct mrl_ep *ep);
-void mrl_ctrl_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
-		       uint32_t rails);
-void mrl_ctrl_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
-uint32_t mrl_ctrl_open_rails(struct mrl_ep *ep, struct mrl_peer *peer,
-			     uint32_t rails);
-void mrl_rma_widen_pending(struct mrl_ep *ep, struct mrl_peer *peer);
-bool mrl_ctrl_await_rails(struct mrl_ep *ep, struct mrl_peer *peer,
+int mrl_connect_hello(struct mrl_ep *ep, struct mrl_peer *peer);
+void mrl_connect_hello_partial(struct mrl_ep *ep);
+void mrl_connect_rails_up(struct mrl_ep *ep, struct mrl_peer *peer,
 			  uint32_t rails);
-const struct mrl_key_entry *mrl_ctrl_key_lookup(struct mrl_ep *ep,
-						struct mrl_peer *peer,
-						uint64_t key);
-bool mrl_ctrl_key_awaited(const struct mrl_ep *ep,
-			  const struct mrl_peer *peer,
-			  const struct mrl_key_entry *entry);
+void mrl_connect_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
+/* The AV gave the peer new rails: they have not been greeted. */
+static inline void mrl_connect_rails_added(struct mrl_peer *peer)
+{
+	peer->rails_up &= 1u;
+}
+uint32_t mrl_connect_open_rails(struct mrl_ep *ep, struct mrl_peer *peer,
+				uint32_t rails);
+void mrl_rma_widen_pending(struct mrl_ep *ep, struct mrl_peer *peer);
+/* What others may do to the fast path's hint (the key entry and rails the
+ * peer's last small op used): drop it, where the peer's rails change. */
+static inline void mrl_rma_forget_hint(struct mrl_peer *peer)
+{
+	peer->key_hint = NULL;
+}
+bool mrl_connect_await_rails(struct mrl_ep *ep, struct mrl_peer *peer,
+			     uint32_t rails);
+void mrl_keys_forget_peer(struct mrl_peer *peer);
+const struct mrl_key_entry *mrl_keys_lookup(struct mrl_ep *ep,
+					    struct mrl_peer *peer,
+					    uint64_t key);
+bool mrl_keys_awaited(const struct mrl_ep *ep,
+		      const struct mrl_peer *peer,
+		      const struct mrl_key_entry *entry);
 void mrl_peer_free(struct mrl_peer *peer);
 
 /* ---- rail and peer health (mrl_health.c) ------------------------------- */
@@ -897,18 +776,19 @@ int mrl_reset_peer_rail(struct mrl_ep *ep, const struct mrl_peer *peer,
 			int rail, unsigned quiet_ms);
 void mrl_health_reset_asked(struct mrl_ep *ep, struct mrl_peer *peer,
 			    int rail);
-void mrl_ctrl_reset_rail(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
-struct mrl_peer *mrl_ctrl_flushing_peer(struct mrl_ep *ep, int rail,
-					bool waited, size_t *iter);
-void mrl_ctrl_data_flushed(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
-			   int err);
+void mrl_connect_reset_rail(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
+struct mrl_peer *mrl_write_data_flushing_peer(struct mrl_ep *ep, int rail,
+					      bool waited, size_t *iter);
+void mrl_write_data_flushed(struct mrl_ep *ep, struct mrl_ctrl_buf *buf,
+			    int err);
 int mrl_rma_rail_key(struct mrl_ep *ep, struct mrl_peer *peer, uint64_t key,
 		     int rail, uint64_t *rail_key);
 uint64_t mrl_rma_req_key(struct mrl_rma_req *req);
 void mrl_fence_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_fence_data_lost(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 int mrl_fence_lost_since(struct mrl_ep *ep, const struct mrl_peer *peer);
-void mrl_ctrl_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
+void mrl_write_data_conn_reset(struct mrl_ep *ep, struct mrl_peer *peer,
+			       int rail);
 void mrl_health_fail_unreachable(struct mrl_ep *ep);
 int mrl_health_rail_state(const struct mrl_ep *ep, int rail);
 void mrl_health_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);

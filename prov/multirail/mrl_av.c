@@ -40,20 +40,12 @@ static struct mrl_av *mrl_to_av(struct fid_av *av)
 	return mrl_container_of(av, struct mrl_av, av_fid);
 }
 
+/* Each part goes with its owner's call; the AV's own parts last. */
 void mrl_peer_free(struct mrl_peer *peer)
 {
-	struct mrl_key_entry *e, *next;
-	uint32_t b;
-
-	for (b = 0; peer->keys && b < peer->keys->nbuckets; b++) {
-		for (e = peer->keys->bucket[b]; e; e = next) {
-			next = e->next;
-			free(e);
-		}
-	}
-	free(peer->keys);
-	free(peer->fence.req);
-	free(peer->health);
+	mrl_keys_forget_peer(peer);
+	mrl_fence_forget_peer(peer);
+	free(peer->health);	/* its endpoint's counts went before */
 	if (peer->addr_own)
 		free(peer->addr);
 	free(peer);
@@ -374,7 +366,7 @@ static int mrl_take_full_addr(struct mrl_av *av, struct mrl_peer *peer,
 	peer->addrlen = len;	/* rail 0, the index's key, stays */
 	peer->peer_nrails = hdr->nrails;
 	peer->nrails = hdr->nrails < av->nrails ? hdr->nrails : av->nrails;
-	peer->key_hint = NULL;	/* its rails were for the old nrails */
+	mrl_rma_forget_hint(peer);	/* its rails were for the old nrails */
 	ret = mrl_av_insert_core(av, peer, 1);
 	if (ret) {
 		peer->nrails = 1;
@@ -423,7 +415,7 @@ static int mrl_adopt_inserted(struct mrl_av *av, struct mrl_peer *peer,
 	if (peer->ctrl_addr != FI_ADDR_NOTAVAIL)
 		fi_av_remove(av->core[0], &peer->ctrl_addr, 1, 0);
 	peer->ctrl_addr = FI_ADDR_NOTAVAIL;
-	peer->rails_up &= 1u;	/* the new rails have not been greeted */
+	mrl_connect_rails_added(peer);
 	return mrl_take_full_addr(av, peer, addr, len);
 }
 
@@ -565,7 +557,7 @@ bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
 static bool mrl_evictable(const struct mrl_peer *peer)
 {
 	return peer->learned && !peer->ctrl_refs && !peer->rails_up_ep &&
-	       !peer->fence.inflight &&
+	       mrl_fence_idle(peer) &&
 	       (peer->health ? !peer->health->probing : !peer->rails_down);
 }
 
@@ -689,7 +681,7 @@ static void mrl_adopt_learned(struct mrl_av *av, struct mrl_peer *peer)
 		MRL_WARN(FI_LOG_AV, "could not reach a peer's other rails: "
 			 "ops to it stay on rail 0\n");
 		peer->nrails = 1;
-		peer->key_hint = NULL;
+		mrl_rma_forget_hint(peer);
 	}
 }
 

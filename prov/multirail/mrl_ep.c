@@ -276,7 +276,7 @@ static int mrl_enable(struct mrl_ep *ep)
 		ep->idle_cycle[r] = &ep->rails[r % ep->nrails];
 	ep->enabled = true;
 	ep->progress_held = false;
-	mrl_ctrl_hello_partial(ep);
+	mrl_connect_hello_partial(ep);
 	return 0;
 }
 
@@ -541,7 +541,7 @@ static int mrl_ep_close(struct fid *fid)
 	if (ep->av) {
 		for (i = 0; i < (int) ep->av->nall; i++) {
 			mrl_fence_forget_ep(ep, ep->av->all[i]);
-			mrl_ctrl_forget_ep(ep, ep->av->all[i]);
+			mrl_connect_forget_ep(ep, ep->av->all[i]);
 			mrl_health_forget_ep(ep, ep->av->all[i]);
 		}
 		if (ep->av->ep == ep)

@@ -369,3 +369,10 @@ void mrl_fence_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer)
 		peer->fence.req = req;	/* the peer's, kept for the next */
 	}
 }
+
+/* The peer goes (mrl_av.c): its flush requests with it. */
+void mrl_fence_forget_peer(struct mrl_peer *peer)
+{
+	free(peer->fence.req);
+	peer->fence.req = NULL;
+}

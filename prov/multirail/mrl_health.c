@@ -362,8 +362,7 @@ static void mrl_fences_stuck(const struct mrl_stall *s)
 
 	for (i = 0; av && i < av->nall; i++) {
 		peer = av->all[i];
-		if (peer->fence.owner == s->ep &&
-		    (peer->fence.inflight & mrl_rail_bit(s->rail)) &&
+		if (mrl_fence_flushing(s->ep, peer, s->rail) &&
 		    mrl_stalled_for(s, peer))
 			mrl_stall_down(s, peer, "a fence has not completed");
 	}
@@ -416,7 +415,7 @@ static int mrl_reset_conn(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		return 0;
 	ep->rails[rail].resets += n;
 	mrl_fence_conn_reset(ep, peer, rail);
-	mrl_ctrl_conn_reset(ep, peer, rail);
+	mrl_write_data_conn_reset(ep, peer, rail);
 	return 1;
 }
 
@@ -429,7 +428,7 @@ static void mrl_reset_peer(struct mrl_reset_pass *p, struct mrl_peer *peer)
 		 "it stalled for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS "
 		 "after the rail went out; what the core held there fails "
 		 "over\n", p->rail, mrl_rail_name(p->ep, p->rail));
-	mrl_ctrl_reset_rail(p->ep, peer, p->rail);
+	mrl_connect_reset_rail(p->ep, peer, p->rail);
 }
 
 /*
@@ -460,13 +459,12 @@ static void mrl_reset_held(struct mrl_ep *ep, int rail)
 					      mrl_held_on_down, &p)))
 		mrl_reset_peer(&p, chunk->op->peer);
 	for (i = 0; av && i < av->nall && p.n < MRL_RESETS_PER_WATCH; i++) {
-		if (av->all[i]->fence.owner == ep &&
-		    (av->all[i]->fence.inflight & mrl_rail_bit(rail)) &&
+		if (mrl_fence_flushing(ep, av->all[i], rail) &&
 		    mrl_reset_due(&p, av->all[i]))
 			mrl_reset_peer(&p, av->all[i]);
 	}
 	while (p.n < MRL_RESETS_PER_WATCH &&
-	       (peer = mrl_ctrl_flushing_peer(ep, rail, false, &it)))
+	       (peer = mrl_write_data_flushing_peer(ep, rail, false, &it)))
 		if (mrl_reset_due(&p, peer))
 			mrl_reset_peer(&p, peer);
 }
@@ -477,7 +475,8 @@ static void mrl_flushes_stuck(const struct mrl_stall *s)
 	struct mrl_peer *peer;
 	size_t it = 0;
 
-	while ((peer = mrl_ctrl_flushing_peer(s->ep, s->rail, true, &it))) {
+	while ((peer = mrl_write_data_flushing_peer(s->ep, s->rail, true,
+						    &it))) {
 		if (mrl_stalled_for(s, peer))
 			mrl_stall_down(s, peer, "a writedata's flush has not "
 				       "completed");

@@ -131,7 +131,7 @@ static int mrl_core_addr(struct mrl_ep *ep, fi_addr_t addr, bool tx,
 	if (peer_out)
 		*peer_out = peer;
 	if (tx && ep->ctrl_ep)
-		mrl_ctrl_introduce(ep, peer);
+		mrl_connect_introduce(ep, peer);
 	return 0;
 }
 

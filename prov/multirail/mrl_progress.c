@@ -108,7 +108,7 @@ static void mrl_dispatch_side(struct mrl_ep *ep, int rail,
 		break;
 	case MRL_REQ_DATA_FLUSH:
 		mrl_nonchunk_done(ep, rail);
-		mrl_ctrl_data_flushed(ep, (struct mrl_ctrl_buf *) hdr, err);
+		mrl_write_data_flushed(ep, (struct mrl_ctrl_buf *) hdr, err);
 		break;
 	case MRL_REQ_FENCE:
 		mrl_nonchunk_done(ep, rail);
@@ -576,7 +576,7 @@ static void mrl_progress_rest(struct mrl_ep *ep)
 	if (ep->health_left <= 0)
 		mrl_health_tick(ep);
 	if (ep->av && ep->av->hello_due)
-		mrl_ctrl_hello_partial(ep);
+		mrl_connect_hello_partial(ep);
 	if (ep->ctrl_backlog)
 		mrl_ctrl_progress(ep);
 	if (ep->write_data_wait)

@@ -315,7 +315,7 @@ static int mrl_resolve_keys(struct mrl_ep *ep, struct mrl_peer *peer,
 	 */
 	if (peer->nrails == 1 && !peer->partial)
 		goto rail0;
-	entry = mrl_ctrl_key_lookup(ep, peer, key);
+	entry = mrl_keys_lookup(ep, peer, key);
 	if (entry && entry->state == MRL_KEY_INVALID) {
 		MRL_WARN(FI_LOG_EP_DATA, "key 0x%lx: the target has no such "
 			 "registration\n", (unsigned long) key);
@@ -511,18 +511,18 @@ static uint32_t mrl_op_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 		slot->local_near, remote_near,
 		mrl_rail_mask(mrl_stripe_rails(ep, peer, slot->key_rails)));
 	if (ep->ctrl_ep || (rails & ~peer->rails_up & ~1u))
-		mrl_ctrl_rails_up(ep, peer, rails);
+		mrl_connect_rails_up(ep, peer, rails);
 	if (peer->rails_down)
 		rails = mrl_usable_rails(peer, rails, slot, a);
 	if (peer->rails_closed && rails)
-		rails = mrl_ctrl_open_rails(ep, peer, rails);
+		rails = mrl_connect_open_rails(ep, peer, rails);
 	return rails;
 }
 
 /*
  * The peer is asked to open its rails before the op takes a request
- * (mrl_ctrl_rails_up), and where every rail near the op's buffers is still
- * to be opened the op waits (mrl_ctrl_await_rails).
+ * (mrl_connect_rails_up), and where every rail near the op's buffers is still
+ * to be opened the op waits (mrl_connect_await_rails).
  */
 static bool mrl_wait_for_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 			       const struct mrl_rma_slot *slot,
@@ -534,9 +534,9 @@ static bool mrl_wait_for_rails(struct mrl_ep *ep, struct mrl_peer *peer,
 		slot->local_near, remote_near,
 		mrl_rail_mask(mrl_stripe_rails(ep, peer, slot->key_rails)));
 	if (ep->ctrl_ep || (rails & ~peer->rails_up & ~1u))
-		mrl_ctrl_rails_up(ep, peer, rails);
+		mrl_connect_rails_up(ep, peer, rails);
 	return peer->rails_closed &&
-	       mrl_ctrl_await_rails(ep, peer, rails & ~peer->rails_down);
+	       mrl_connect_await_rails(ep, peer, rails & ~peer->rails_down);
 }
 
 /*
@@ -548,8 +548,8 @@ static bool mrl_wait_for_rails(struct mrl_ep *ep, struct mrl_peer *peer,
  * error to return.  Domain locked.
  */
 static ssize_t mrl_write_data_fence(struct mrl_ep *ep,
-				  const struct mrl_rma_args *a,
-				  struct mrl_peer *peer)
+				    const struct mrl_rma_args *a,
+				    struct mrl_peer *peer)
 {
 	ssize_t ret;
 
@@ -606,7 +606,7 @@ static void mrl_write_data_now(struct mrl_ep *ep, struct mrl_rma_req *req)
 
 void mrl_rma_send_write_data(struct mrl_ep *ep, struct mrl_rma_req *req)
 {
-	int ret = mrl_ctrl_write_data(ep, req);
+	int ret = mrl_write_data_send(ep, req);
 
 	if (ret == -FI_EAGAIN) {	/* every control buffer is taken */
 		req->next_free = NULL;
@@ -626,7 +626,7 @@ void mrl_rma_write_data_waiting(struct mrl_ep *ep)
 	int ret;
 
 	while ((req = ep->write_data_wait)) {
-		ret = mrl_ctrl_write_data(ep, req);
+		ret = mrl_write_data_send(ep, req);
 		if (ret == -FI_EAGAIN)
 			return;
 		ep->write_data_wait = req->next_free;
@@ -947,7 +947,7 @@ static ssize_t mrl_rma_general(struct mrl_ep *ep, const struct mrl_rma_args *a)
  * declined op loses nothing), and in *rails those nearest both buffers
  * (never none: mrl_sched_near gives every rail to the peer where locality
  * says nothing); NULL for a key other than the hint's.
- * *tell: the peer is yet to hear of rails (mrl_ctrl_rails_up; with a
+ * *tell: the peer is yet to hear of rails (mrl_connect_rails_up; with a
  * control endpoint, of that alone).
  */
 static inline __attribute__((always_inline))
@@ -994,7 +994,8 @@ static void mrl_set_key_hint(struct mrl_peer *peer,
 	rails = mrl_sched_near(local, entry->near_mask,
 			       mrl_rail_mask(peer->nrails));
 	open = rails & ~peer->rails_closed;
-	peer->hint_rails = open ? open : 1u;	/* as mrl_ctrl_open_rails */
+	/* as mrl_connect_open_rails does */
+	peer->hint_rails = open ? open : 1u;
 }
 
 /*
@@ -1005,7 +1006,7 @@ static void mrl_set_key_hint(struct mrl_peer *peer,
 static void mrl_fast_rekey(struct mrl_ep *ep, struct mrl_peer *peer,
 			   uint64_t key, const struct mrl_mr *mr)
 {
-	const struct mrl_key_entry *entry = mrl_ctrl_key_lookup(ep, peer, key);
+	const struct mrl_key_entry *entry = mrl_keys_lookup(ep, peer, key);
 
 	if (entry)
 		mrl_set_key_hint(peer, entry, mr ? mr->near_mask : 0);
@@ -1096,7 +1097,7 @@ ssize_t mrl_rma_fast(struct mrl_ep *ep, const struct mrl_rma_args *a)
 		return MRL_RMA_DECLINED;
 	mrl_rma_req_stack_pop(&ep->rma_free);	/* req */
 	if (__builtin_expect(tell, 0))
-		mrl_ctrl_rails_up(ep, peer, rails);
+		mrl_connect_rails_up(ep, peer, rails);
 	if (a->kind == MRL_OP_WRITE && chunk->rail) {
 		if (mrl_fence_owned_elsewhere(ep, peer))
 			return mrl_fast_undo(ep, chunk, 0); /* a flush of its own */
@@ -1247,7 +1248,7 @@ static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
  * A core without RMA inject (efa-direct) says -FI_ENOSYS once; from then
  * on the bytes are copied to a registered buffer and written from there.
  * An inject with CQ data raises the target's entry as fi_writedata does,
- * by a WRITE_DATA behind its bytes (mrl_ctrl_inject_data).
+ * by a WRITE_DATA behind its bytes (mrl_write_data_inject).
  */
 static ssize_t mrl_rma_inject_write(struct fid_ep *ep_fid, const void *buf,
 				    size_t len, uint64_t data, bool with_data,
@@ -1268,8 +1269,8 @@ static ssize_t mrl_rma_inject_write(struct fid_ep *ep_fid, const void *buf,
 	if (ret)
 		goto out;
 	if (with_data) {
-		ret = mrl_ctrl_inject_data(ep, mrl_av_peer(ep->av, dest), buf,
-					   len, data, caddr, addr, key0);
+		ret = mrl_write_data_inject(ep, mrl_av_peer(ep->av, dest), buf,
+					    len, data, caddr, addr, key0);
 		if (ret == -FI_EAGAIN)
 			mrl_ep_progress(ep);
 		goto out;
@@ -1386,7 +1387,7 @@ static void mrl_widen_to_opened(struct mrl_op *op, void *arg)
 	if (op->peer != ro->peer || op->chunk_size >= op->len ||
 	    slot->key_rails < 2)
 		return;
-	entry = mrl_ctrl_key_lookup(ro->ep, ro->peer, slot->key);
+	entry = mrl_keys_lookup(ro->ep, ro->peer, slot->key);
 	if (!entry || entry->state != MRL_KEY_VALID)
 		return;
 	rails = mrl_keyed_rails(op, ro->peer, entry);
@@ -1443,7 +1444,7 @@ void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
  * Rail 0 is out for op's peer (it went out under op, or op came after)
  * while op has no key for another rail (the key's question not answered
  * yet).  Where the answer can come on a rail in service
- * (mrl_ctrl_key_awaited), op waits for it parked instead of failing, and
+ * (mrl_keys_awaited), op waits for it parked instead of failing, and
  * the question goes there now.  One wait for both: the user's call takes
  * a new op as it does any other, and its completion says how it ended.
  * Domain locked.
@@ -1458,8 +1459,8 @@ bool mrl_rma_park(struct mrl_ep *ep, struct mrl_op *op)
 	if (op->err || slot->key_rails > 1 || peer->nrails < 2 ||
 	    (ep->domain->mr_mode & FI_MR_RAW))
 		return false;
-	e = mrl_ctrl_key_lookup(ep, peer, slot->key);
-	if (!e || !mrl_ctrl_key_awaited(ep, peer, e))
+	e = mrl_keys_lookup(ep, peer, slot->key);
+	if (!e || !mrl_keys_awaited(ep, peer, e))
 		return false;
 	op->parked = true;
 	ep->parked_ops = true;
@@ -1474,7 +1475,7 @@ struct mrl_park_review {
 /*
  * A parked op: rail 0 back, or its keys in, gives it rails; past the
  * wait, it has none and the engine fails it.  The lookup asks again a
- * question still due (mrl_ctrl_key_lookup).
+ * question still due (mrl_keys_lookup).
  */
 static void mrl_review_parked(struct mrl_op *op, void *arg)
 {
@@ -1488,10 +1489,10 @@ static void mrl_review_parked(struct mrl_op *op, void *arg)
 		mrl_unpark(op, 1u);		/* rail 0's key is the user's */
 		return;
 	}
-	e = mrl_ctrl_key_lookup(pr->ep, peer, mrl_slot_of(op)->key);
+	e = mrl_keys_lookup(pr->ep, peer, mrl_slot_of(op)->key);
 	if (e && e->state == MRL_KEY_VALID)
 		mrl_unpark(op, mrl_keyed_rails(op, peer, e));
-	else if (!e || !mrl_ctrl_key_awaited(pr->ep, peer, e))
+	else if (!e || !mrl_keys_awaited(pr->ep, peer, e))
 		mrl_unpark(op, 0);
 	pr->any |= op->parked;
 }
