@@ -617,6 +617,8 @@ void mrl_rma_keys_learned(struct mrl_ep *ep, struct mrl_peer *peer,
 			  const struct mrl_key_entry *entry);
 /* A writedata's bytes landed: its WRITE_DATA goes (or waits for a buffer) */
 void mrl_rma_send_write_data(struct mrl_ep *ep, struct mrl_rma_req *req);
+void mrl_rma_write_data_done(struct mrl_ep *ep, struct mrl_rma_req *req,
+			     int err);
 void mrl_rma_write_data_waiting(struct mrl_ep *ep);
 /* A scatter-gather op's piece completed: the op does once every piece did */
 void mrl_rma_piece_done(struct mrl_ep *ep, struct mrl_rma_req *req, int err);

@@ -586,7 +586,7 @@ void mrl_ctrl_sent(struct mrl_ep *ep, struct mrl_ctrl_buf *buf, int err)
 			 "was sent but not seen to arrive" :
 			 "could not be sent", fi_strerror(-err));
 	if (buf->write_data_op) {
-		mrl_rma_done(ep, &buf->write_data_op->op, err);
+		mrl_rma_write_data_done(ep, buf->write_data_op, err);
 	} else if (buf->inject_data) {
 		if (err)
 			mrl_cntr_inc_err(ep->cntr_write);

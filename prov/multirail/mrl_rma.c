@@ -604,6 +604,14 @@ static void mrl_write_data_now(struct mrl_ep *ep, struct mrl_rma_req *req)
 	ep->rma_general++;
 }
 
+/* A writedata's WRITE_DATA went (or failed): its op completes, once, by
+ * the one RMA completion (the control channel calls no inline of it). */
+void mrl_rma_write_data_done(struct mrl_ep *ep, struct mrl_rma_req *req,
+			     int err)
+{
+	mrl_rma_done(ep, &req->op, err);
+}
+
 void mrl_rma_send_write_data(struct mrl_ep *ep, struct mrl_rma_req *req)
 {
 	int ret = mrl_write_data_send(ep, req);

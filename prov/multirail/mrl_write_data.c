@@ -136,7 +136,7 @@ bool mrl_write_data_flush(struct mrl_ep *ep, struct mrl_ctrl_buf *buf)
 	ep->rails[buf->rail].fences++;		/* the rail's watch runs */
 	if (buf->write_data_op &&
 	    !(buf->write_data_op->op.flags & FI_DELIVERY_COMPLETE)) {
-		mrl_rma_done(ep, &buf->write_data_op->op, 0);
+		mrl_rma_write_data_done(ep, buf->write_data_op, 0);
 		buf->write_data_op = NULL;
 	} else if (buf->inject_data) {
 		mrl_cntr_inc(ep->cntr_write);	/* injects are never DC */
