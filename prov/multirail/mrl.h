@@ -652,12 +652,17 @@ void mrl_ctrl_progress(struct mrl_ep *ep);
 int mrl_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
 		  struct fid_poll **pollset);
 
+static inline uint32_t mrl_rail_bit(int rail)
+{
+	return 1u << rail;
+}
+
 /* A flush of ep's to peer is in flight on rail (health watches it). */
 static inline bool mrl_fence_flushing(const struct mrl_ep *ep,
 				      const struct mrl_peer *peer, int rail)
 {
 	return peer->fence.owner == ep &&
-	       (peer->fence.inflight & (1u << rail));
+	       (peer->fence.inflight & mrl_rail_bit(rail));
 }
 
 /* No flush to peer in flight: the AV may forget a learned peer. */
@@ -883,11 +888,6 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 		req->prov_errno = 0;	/* a chunk failed, and went again */
 	}
 	mrl_rma_req_stack_push(&ep->rma_free, req);
-}
-
-static inline uint32_t mrl_rail_bit(int rail)
-{
-	return 1u << rail;
 }
 
 /* A 64-bit key's bits mixed for a power-of-two table (keys may be
