@@ -69,6 +69,21 @@ struct fi_multirail_ep_stats {
 	uint64_t conn_resets;
 };
 
+/*
+ * One rail's share of the striped message path (FI_MULTIRAIL_MESSAGES=
+ * striped).  Fields are only ever added at the end: msg_stats fills the
+ * first size bytes.
+ */
+struct fi_multirail_msg_stats {
+	uint64_t packets_sent;		/* message packets and ACKs */
+	uint64_t bytes_sent;		/* their bytes, headers included */
+	uint64_t packets_received;
+	uint64_t dropped;		/* received, failed the checks (the
+					 * endpoint's, on every rail) */
+	uint64_t duplicates;		/* messages that came twice (the
+					 * endpoint's) */
+};
+
 struct fi_multirail_ep_ops {
 	size_t size;
 	int (*rail_count)(struct fid_ep *ep);
@@ -77,6 +92,9 @@ struct fi_multirail_ep_ops {
 	/* since 2026-11: size says whether it is there (see above) */
 	int (*ep_stats)(struct fid_ep *ep, struct fi_multirail_ep_stats *stats,
 			size_t size);
+	/* since 2026-12: size says whether it is there */
+	int (*msg_stats)(struct fid_ep *ep, int rail,
+			 struct fi_multirail_msg_stats *stats, size_t size);
 };
 
 #ifdef __cplusplus

@@ -30,6 +30,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include "mrl_cq.h"
+#include "mrl_match.h"
 #include "mrl_enosys.h"
 #include "mrl_proto.h"
 #include "mrl_sched.h"
@@ -87,6 +88,8 @@ struct mrl_params {
 	int max_learned;	/* peers known only from control messages */
 	int rail_timeout_ms;	/* a rail stuck this long is out; 0: never */
 	int connect_timeout_ms;	/* the same until a peer answers */
+	char *messages;		/* "striped": the message path over every
+				 * rail (mrl_msg.h); else rail 0's core */
 };
 extern struct mrl_params mrl_params;
 
@@ -107,6 +110,8 @@ enum mrl_req_kind {
 	MRL_REQ_PROBE,			/* is a failed rail back? mrl_health.c */
 	MRL_REQ_DATA_FLUSH,		/* behind a WRITE_DATA: it arrived
 					 * (mrl_ctrl.c) */
+	MRL_REQ_PKT_RX,			/* a message packet buffer (mrl_pkt.c) */
+	MRL_REQ_PKT_TX,
 };
 
 struct mrl_req_hdr {
@@ -315,6 +320,7 @@ struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr,
 bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
 		       const struct mrl_ctrl_from *from);
 int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from);
+struct mrl_peer *mrl_av_peer_by_id(struct mrl_av *av, uint64_t id);
 
 /* ---- completion queue / counter / eq ------------------------------------ */
 
@@ -440,6 +446,10 @@ struct mrl_ep_rail {
 	size_t addrlen;
 	uint64_t ctrl_sent, ctrl_received;
 	struct fid_mr *ctrl_mr;		/* control buffers, FI_MR_LOCAL cores */
+	struct fid_mr *pkt_mr;		/* message packet buffers, the same */
+	int pkt_out;			/* our packets in flight here */
+	uint64_t pkts_sent, pkt_bytes_sent, pkts_received;
+	uint64_t pkts_done;		/* completed: the stall watch's count */
 	/* health (mrl_health.c) */
 	uint64_t watch_completions, watch_since_ns;
 	uint64_t quiet_since_ns;	/* the last completion's time, or the
@@ -538,6 +548,27 @@ struct mrl_ep {
 					 * rail may have lost (mrl_fence.c) */
 	uint64_t rma_general;		/* RMA ops the general way took
 					 * (fi_multirail_ep_stats) */
+
+	/* the striped message path (mrl_msg.h): messages over every rail */
+	bool msg_striped;
+	uint64_t pkt_id;		/* ours: mrl_pkt_id of our address */
+	uint64_t pkt_tag[MRL_MAX_RAILS];	/* ours on each rail */
+	struct mrl_pkt_buf *pkt_bufs;	/* receives on each rail, then sends */
+	size_t pkt_nbufs, pkt_nrx;
+	struct mrl_pkt_buf *pkt_tx_free;
+	size_t pkt_tx_nfree;
+	struct mrl_pkt_buf *pkt_backlog, **pkt_backlog_tail;
+	struct mrl_send *msg_sends, *msg_send_free;
+	struct mrl_list msg_sending;	/* sends with segments still to go */
+	struct mrl_list msg_acks;	/* connections with an ACK due */
+	struct mrl_list msg_acks_later;	/* and at the next health tick */
+	struct mrl_conn **conns;	/* MRL_CONN_BUCKETS */
+	size_t nconns;
+	struct mrl_match_queue mq_msg, mq_tagged;
+	size_t min_multi_recv;
+	int pkt_rr;			/* rail turn among equally loaded */
+	uint64_t pkt_dropped[MRL_PKT_DROP_KINDS];	/* by reason */
+	uint64_t msg_dups;		/* messages that came twice */
 };
 
 static inline struct mrl_ep *mrl_ep_of(struct fid_ep *ep)
@@ -623,9 +654,31 @@ void mrl_rma_write_data_waiting(struct mrl_ep *ep);
 /* A scatter-gather op's piece completed: the op does once every piece did */
 void mrl_rma_piece_done(struct mrl_ep *ep, struct mrl_rma_req *req, int err);
 
+/* ---- the striped message path (mrl_msg.h) -------------------------------- */
+
+bool mrl_msg_striped_wanted(const struct mrl_domain *dom);
+int mrl_pkt_init(struct mrl_ep *ep);
+void mrl_pkt_fini(struct mrl_ep *ep);
+void mrl_pkt_completed(struct mrl_ep *ep, struct mrl_pkt_buf *buf, size_t len,
+		       int err);
+void mrl_pkt_progress(struct mrl_ep *ep);
+/* Packets refused for now, segments to go or ACKs due: progress's work. */
+static inline bool mrl_pkt_work_due(const struct mrl_ep *ep)
+{
+	return ep->msg_striped && (ep->pkt_backlog || ep->msg_sending.next != &ep->msg_sending ||
+	       ep->msg_acks.next != &ep->msg_acks);
+}
+ssize_t mrl_eager_cancel(struct mrl_ep *ep, void *context);
+void mrl_pkt_tick(struct mrl_ep *ep);
+void mrl_pkt_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
+void mrl_pkt_for_each_busy_peer(struct mrl_ep *ep, int rail,
+				bool (*fn)(struct mrl_peer *, void *),
+				void *arg);
+
 /* ---- control channel ------------------------------------------------------ */
 
 int mrl_ctrl_init(struct mrl_ep *ep);
+uint64_t mrl_ctrl_tag_of(const struct mrl_ep *ep, const void *addr, int rail);
 void mrl_ctrl_forget_sends(struct mrl_ep *ep);
 void mrl_ctrl_fini(struct mrl_ep *ep);
 /* What a received control message taught: a target's keys, for RMA. */

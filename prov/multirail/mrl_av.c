@@ -346,6 +346,33 @@ static struct mrl_peer *mrl_find_peer(struct mrl_av *av, const void *addr)
 }
 
 /*
+ * The peer whose rail-0 address hashes to id (mrl_fnv1a, as message
+ * packets name their sender: mrl_pkt_id), user's or hidden; NULL for none.
+ * The index's hash folds the same sum, so one probe sequence finds it.
+ */
+struct mrl_peer *mrl_av_peer_by_id(struct mrl_av *av, uint64_t id)
+{
+	uint32_t hash = (uint32_t) (id ^ (id >> 32));
+	const struct mrl_addr_hdr *hdr;
+	size_t mask, s;
+	struct mrl_peer *p;
+
+	if (!av || !av->nslots)
+		return NULL;
+	mask = av->nslots - 1;
+	for (s = hash & mask; av->slots[s].pos; s = (s + 1) & mask) {
+		if (av->slots[s].hash != hash)
+			continue;
+		p = av->all[av->slots[s].pos - 1];
+		hdr = p->addr;
+		if (mrl_fnv1a(mrl_addr_rail(p->addr, 0), hdr->rail_addrlen) ==
+		    id)
+			return p;
+	}
+	return NULL;
+}
+
+/*
  * addr, a full address, becomes the peer's: its rails from 1 on join the
  * cores' AVs (rail 0's entry, the same in any address of it, stays).
  */

@@ -112,6 +112,14 @@ static uint64_t mrl_ctrl_tag_bits(const struct mrl_ep *ep)
 	return m;
 }
 
+/* The control tag of the endpoint at addr (a full address) on rail. */
+uint64_t mrl_ctrl_tag_of(const struct mrl_ep *ep, const void *addr, int rail)
+{
+	return mrl_ctrl_tag_for(mrl_addr_rail(addr, rail),
+				((const struct mrl_addr_hdr *) addr)->rail_addrlen,
+				mrl_ctrl_tag_bits(ep));
+}
+
 /*
  * Each rail's control tag for us (mrl_proto.h): from our address as peers
  * hold it, each rail's slot whole (a string address is padded there).

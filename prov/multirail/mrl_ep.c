@@ -262,6 +262,8 @@ static int mrl_enable(struct mrl_ep *ep)
 	if (ret)
 		return ret;
 	ret = mrl_ctrl_init(ep);
+	if (!ret)
+		ret = mrl_pkt_init(ep);
 	if (ret) {
 		mrl_rma_fini(ep);
 		ep->enable_failed = true;
@@ -402,6 +404,11 @@ static ssize_t mrl_ep_cancel(fid_t fid, void *context)
 	size_t i;
 
 	mrl_ep_lock(ep);
+	if (ep->msg_striped) {
+		ret = mrl_eager_cancel(ep, context);
+		mrl_unlock(ep->domain);
+		return ret;
+	}
 	for (i = 0; i < ep->msg_pool_size; i++) {
 		struct mrl_msg_req *req = &ep->msg_reqs[i];
 
@@ -570,6 +577,7 @@ static int mrl_ep_close(struct fid *fid)
 	mrl_unlock(ep->domain);
 	mrl_ctrl_fini(ep);
 	mrl_ep_close_rails(ep);
+	mrl_pkt_fini(ep);
 	mrl_rma_fini(ep);
 	mrl_msg_fini(ep);
 	free(ep->name);
@@ -649,11 +657,37 @@ static int mrl_ext_ep_stats(struct fid_ep *ep_fid,
 	return 0;
 }
 
+/* The first size bytes of one rail's message counts. */
+static int mrl_ext_msg_stats(struct fid_ep *ep_fid, int rail,
+			     struct fi_multirail_msg_stats *stats, size_t size)
+{
+	struct mrl_ep *ep = mrl_container_of(ep_fid, struct mrl_ep, ep_fid);
+	struct fi_multirail_msg_stats all = { 0 };
+	int k;
+
+	if (!stats || rail < 0 || rail >= ep->nrails) {
+		MRL_WARN(FI_LOG_EP_CTRL, "msg_stats: rail %d of %d, or no "
+			 "structure given\n", rail, ep->nrails);
+		return -FI_EINVAL;
+	}
+	mrl_ep_lock(ep);
+	all.packets_sent = ep->rails[rail].pkts_sent;
+	all.bytes_sent = ep->rails[rail].pkt_bytes_sent;
+	all.packets_received = ep->rails[rail].pkts_received;
+	for (k = 0; k < MRL_PKT_DROP_KINDS; k++)
+		all.dropped += ep->pkt_dropped[k];
+	all.duplicates = ep->msg_dups;
+	mrl_unlock(ep->domain);
+	memcpy(stats, &all, size < sizeof(all) ? size : sizeof(all));
+	return 0;
+}
+
 static struct fi_multirail_ep_ops mrl_ext_ops = {
 	.size = sizeof(struct fi_multirail_ep_ops),
 	.rail_count = mrl_ext_rail_count,
 	.rail_stats = mrl_ext_rail_stats,
 	.ep_stats = mrl_ext_ep_stats,
+	.msg_stats = mrl_ext_msg_stats,
 };
 
 static struct fi_multirail_ep_ops mrl_ext_ops_v2 = {
@@ -804,6 +838,7 @@ int mrl_ep_open(struct fid_domain *domain, struct fi_info *info,
 		if (ret)
 			goto err;
 	}
+	ep->msg_striped = mrl_msg_striped_wanted(dom);
 	/* every send and receive the core can hold, and the control ones */
 	pool = dom->rails[0].info->tx_attr->size +
 	       dom->rails[0].info->rx_attr->size + MRL_MSG_SPARE_REQS;

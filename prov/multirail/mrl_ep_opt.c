@@ -187,6 +187,9 @@ int mrl_ep_setopt(fid_t fid, int level, int name, const void *val,
 		ret = mrl_set_every_rail(ep, name, val, len);
 		break;
 	}
+	/* the striped path places multi-receives itself */
+	if (!ret && name == FI_OPT_MIN_MULTI_RECV && len == sizeof(size_t))
+		ep->min_multi_recv = *(const size_t *) val;
 	mrl_unlock(ep->domain);
 	return ret;
 }

@@ -161,6 +161,7 @@ static void mrl_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
 		MRL_INFO(FI_LOG_EP_DATA, "rail %d (%s): %s; out of service "
 			 "for this peer, its chunks go to rails 0x%x\n", rail,
 			 mrl_rail_name(ep, rail), why, all & ~peer->rails_down);
+	mrl_pkt_rail_down(ep, peer, rail);	/* messages there go again */
 }
 
 static void mrl_rail_up(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
@@ -446,6 +447,15 @@ void mrl_health_reset_asked(struct mrl_ep *ep, struct mrl_peer *peer,
 		 "at its request\n", rail, mrl_rail_name(ep, rail));
 }
 
+static bool mrl_reset_packets(struct mrl_peer *peer, void *arg)
+{
+	struct mrl_reset_pass *p = arg;
+
+	if (mrl_reset_due(p, peer))
+		mrl_reset_peer(p, peer);
+	return p->n < MRL_RESETS_PER_WATCH;
+}
+
 static void mrl_reset_held(struct mrl_ep *ep, int rail)
 {
 	struct mrl_reset_pass p = { .ep = ep, .rail = rail };
@@ -467,6 +477,18 @@ static void mrl_reset_held(struct mrl_ep *ep, int rail)
 	       (peer = mrl_write_data_flushing_peer(ep, rail, false, &it)))
 		if (mrl_reset_due(&p, peer))
 			mrl_reset_peer(&p, peer);
+	if (p.n < MRL_RESETS_PER_WATCH)
+		mrl_pkt_for_each_busy_peer(ep, rail, mrl_reset_packets, &p);
+}
+
+/* Message packets stuck there: as chunks (mrl_pkt.c sends them again). */
+static bool mrl_packets_stuck(struct mrl_peer *peer, void *arg)
+{
+	const struct mrl_stall *s = arg;
+
+	if (mrl_stalled_for(s, peer))
+		mrl_stall_down(s, peer, "no message packet completed");
+	return true;
 }
 
 /* A flush behind a writedata's WRITE_DATA stuck there: as a fence. */
@@ -493,11 +515,11 @@ static void mrl_watch_rail(struct mrl_ep *ep, int rail)
 {
 	struct mrl_ep_rail *r = &ep->rails[rail];
 	const struct mrl_rail_credit *rc = &ep->engine.rail[rail];
-	uint64_t done = rc->completions + r->fences_done;
+	uint64_t done = rc->completions + r->fences_done + r->pkts_done;
 	struct mrl_stall s = { ep, rail, 0 };
 	struct mrl_chunk *chunk;
 
-	if (!(rc->inflight || r->fences)) {
+	if (!(rc->inflight || r->fences || r->pkt_out)) {
 		r->watch_since_ns = 0;	/* a fresh start when work comes */
 		return;
 	}
@@ -521,6 +543,7 @@ static void mrl_watch_rail(struct mrl_ep *ep, int rail)
 		mrl_fences_stuck(&s);
 		mrl_flushes_stuck(&s);
 	}
+	mrl_pkt_for_each_busy_peer(ep, rail, mrl_packets_stuck, &s);
 	mrl_engine_reissue(&ep->engine, rail);
 }
 
@@ -619,6 +642,8 @@ void mrl_health_tick(struct mrl_ep *ep)
 		mrl_probe_all(ep);
 	if (ep->parked_ops)
 		mrl_rma_parked_tick(ep);
+	if (ep->msg_striped)
+		mrl_pkt_tick(ep);
 }
 
 /* 0 up, 1 down (for some peer), 2 probing: fi_multirail_rail_stats. */

@@ -907,6 +907,11 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	  "yet (it may start late, or be silent): its rails are taken out "
 	  "once they refuse or complete nothing for this long; 0 (or "
 	  "FI_MULTIRAIL_RAIL_TIMEOUT_MS=0): only the core's errors" },
+	{ "messages", FI_PARAM_STRING, &mrl_params.messages, 0, 0,
+	  "rail0 (default): sends and tagged sends pass through to rail "
+	  "0's core, which matches them; striped: multirail matches them "
+	  "and carries them over every rail, through a rail's loss (host "
+	  "memory only, no rendezvous yet: docs/limits.md)" },
 	{ "gpu", FI_PARAM_INT, NULL, 0, 0,
 	  "The GPU this process uses, for the order of fi_getinfo's "
 	  "entries (default: CUDA's current device, for FI_HMEM users)." },

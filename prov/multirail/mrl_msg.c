@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "mrl.h"
+#include "mrl_msg.h"
 
 /* ---- message request pool ---------------------------------------------- */
 
@@ -94,7 +95,9 @@ static int mrl_check_args(struct mrl_ep *ep, const struct mrl_msg_args *a)
 		MRL_WARN(FI_LOG_EP_DATA, "tag bit 63 is reserved\n");
 		return -FI_EINVAL;
 	}
-	if (ep->domain->core_mr_local && !(a->flags & FI_INJECT)) {
+	/* the striped path sends and receives through buffers of its own */
+	if (ep->domain->core_mr_local && !(a->flags & FI_INJECT) &&
+	    !ep->msg_striped) {
 		for (i = 0; i < a->count; i++) {
 			if (a->iov[i].iov_len && (!a->desc || !a->desc[i])) {
 				MRL_WARN(FI_LOG_EP_DATA, "FI_MR_LOCAL: iov %zu "
@@ -236,6 +239,113 @@ static int mrl_send_from_copy(struct mrl_ep *ep, struct mrl_msg_req *req,
 	return 0;
 }
 
+/* ---- the striped path (mrl_pkt.c, mrl_eager.c) ------------------------- */
+
+static bool mrl_striped_host_only(const struct mrl_msg_args *a)
+{
+	const struct mrl_mr *mr;
+	size_t i;
+
+	for (i = 0; a->desc && i < a->count; i++) {
+		mr = a->desc[i];
+		if (mr && mr->iface != FI_HMEM_SYSTEM) {
+			MRL_WARN_ONCE(FI_LOG_EP_DATA, "device memory on the "
+				      "striped message path: not yet\n");
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Domain locked, a checked: a send (inject: the caller's bytes are its
+ * own again on return, and no completion). */
+static ssize_t mrl_striped_send(struct mrl_ep *ep, const struct mrl_msg_args *a,
+				bool inject)
+{
+	struct mrl_peer *peer = mrl_av_peer(ep->av, a->addr);
+	size_t len = mrl_iov_len(a->iov, a->count);
+	struct mrl_conn *conn;
+	struct mrl_send *s;
+	ssize_t ret;
+
+	if (!peer) {
+		MRL_WARN(FI_LOG_EP_DATA, "fi_addr %lu not in the AV\n",
+			 (unsigned long) a->addr);
+		return -FI_EINVAL;
+	}
+	if (len > MRL_PKT_MEDIUM_MAX) {
+		MRL_WARN(FI_LOG_EP_DATA, "a message of %zu bytes: at most "
+			 "%llu\n", len, (unsigned long long) MRL_PKT_MEDIUM_MAX);
+		return -FI_EMSGSIZE;
+	}
+	if (!mrl_striped_host_only(a))
+		return -FI_EOPNOTSUPP;
+	ret = mrl_fence_progress(ep, peer);
+	if (ret == -FI_EIO && !inject)
+		return mrl_send_lost(ep, a);
+	if (ret)
+		return ret;
+	conn = mrl_conn_get(ep, mrl_pkt_id(peer->addr), true);
+	if (!conn)
+		return -FI_ENOMEM;
+	s = mrl_send_stack_pop(&ep->msg_send_free);
+	if (peer->partial || !s || !mrl_order_tx_open(&conn->tx)) {
+		if (s)
+			mrl_send_stack_push(&ep->msg_send_free, s);
+		mrl_ep_progress(ep);
+		return -FI_EAGAIN;
+	}
+	*s = (struct mrl_send) {
+		.context = inject ? NULL : a->context,
+		.flags = a->flags | ep->tx_op_flags | FI_SEND |
+			 (a->tagged ? FI_TAGGED : FI_MSG) |
+			 (inject ? FI_INJECT : 0),
+		.conn = conn, .dest = a->addr, .count = a->count, .len = len,
+		.tag = a->tag, .data = a->data,
+		.pkt_flags = (a->tagged ? MRL_PKT_F_TAGGED : 0) |
+			     (a->flags & FI_REMOTE_CQ_DATA ? MRL_PKT_F_DATA : 0),
+	};
+	memcpy(s->iov, a->iov, a->count * sizeof(*a->iov));
+	ret = mrl_eager_send(ep, peer, s, inject || (a->flags & FI_INJECT));
+	if (ret) {
+		mrl_send_stack_push(&ep->msg_send_free, s);
+		if (ret == -FI_EAGAIN)
+			mrl_ep_progress(ep);
+	} else if (inject) {
+		mrl_cntr_inc(ep->cntr_send);
+	}
+	return ret;
+}
+
+/* Domain locked, a checked: a receive, matched by us. */
+static ssize_t mrl_striped_recv(struct mrl_ep *ep, const struct mrl_msg_args *a)
+{
+	uint64_t flags = a->flags | ep->rx_op_flags | FI_RECV |
+			 (a->tagged ? FI_TAGGED : FI_MSG);
+	struct mrl_recv *r;
+	size_t len = mrl_iov_len(a->iov, a->count);
+
+	if (!mrl_striped_host_only(a))
+		return -FI_EOPNOTSUPP;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -FI_ENOMEM;
+	r->context = a->context;
+	r->flags = flags;
+	r->count = a->count;
+	memcpy(r->iov, a->iov, a->count * sizeof(*a->iov));
+	r->m.src = a->addr != FI_ADDR_UNSPEC &&
+		   (ep->info->caps & FI_DIRECTED_RECV) ? a->addr
+						       : MRL_MATCH_ANY;
+	r->m.tag = a->tagged ? a->tag : 0;
+	r->m.ignore = a->tagged ? a->ignore : 0;
+	r->m.size = r->m.left = len;
+	r->m.context = a->context;
+	r->m.multi = !a->tagged && (flags & FI_MULTI_RECV);
+	r->m.min_left = ep->min_multi_recv;
+	return mrl_eager_recv(ep, r);
+}
+
 static ssize_t mrl_msg_post(struct mrl_ep *ep, const struct mrl_msg_args *args)
 {
 	struct fid_ep *core = ep->rails[0].ep;
@@ -251,6 +361,11 @@ static ssize_t mrl_msg_post(struct mrl_ep *ep, const struct mrl_msg_args *args)
 
 	mrl_ep_lock(ep);
 	ret = mrl_check_args(ep, a);
+	if (!ret && ep->msg_striped) {
+		ret = a->tx ? mrl_striped_send(ep, a, false)
+			    : mrl_striped_recv(ep, a);
+		goto out;
+	}
 	if (!ret)
 		ret = mrl_core_addr(ep, a->addr, a->tx, &caddr, &peer);
 	if (!ret && a->tx)
@@ -450,6 +565,21 @@ static ssize_t mrl_msg_inject(struct fid_ep *ep_fid, const void *buf,
 	if (!mrl_inject_fits(ep, len))
 		return -FI_EINVAL;
 	mrl_ep_lock(ep);
+	if (ep->enabled && ep->msg_striped) {
+		struct iovec iov = { (void *) buf, len };
+		struct mrl_msg_args a = {
+			.iov = &iov, .count = 1, .addr = dest, .tag = tag,
+			.data = data, .tx = true,
+			.tagged = kind == MRL_INJECT_TAGGED ||
+				  kind == MRL_INJECT_TAGGED_DATA,
+			.flags = kind == MRL_INJECT_MSG_DATA ||
+				 kind == MRL_INJECT_TAGGED_DATA ?
+				 FI_REMOTE_CQ_DATA : 0,
+		};
+
+		ret = mrl_striped_send(ep, &a, true);
+		goto out;
+	}
 	ret = ep->enabled ? mrl_core_addr(ep, dest, true, &caddr, &peer) :
 	      -FI_EOPBADSTATE;
 	if (!ret)

@@ -118,6 +118,11 @@ static void mrl_dispatch_side(struct mrl_ep *ep, int rail,
 		mrl_nonchunk_done(ep, rail);
 		mrl_health_probe_done(ep, (struct mrl_fence *) hdr, err);
 		break;
+	case MRL_REQ_PKT_RX:
+	case MRL_REQ_PKT_TX:
+		mrl_pkt_completed(ep, (struct mrl_pkt_buf *) hdr,
+				  err ? 0 : e->len, err);
+		break;
 	default:
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: completion with "
 			      "unknown context %p\n", rail, (void *) hdr);
@@ -567,7 +572,8 @@ static void mrl_rail_batches(struct mrl_ep *ep, int rail,
 static inline bool mrl_rest_due(const struct mrl_ep *ep)
 {
 	return ep->health_left <= 0 || ep->ctrl_backlog || ep->write_data_wait ||
-	       !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due;
+	       !mrl_list_empty(&ep->engine.pending) || ep->unreachable_due ||
+	       mrl_pkt_work_due(ep);
 }
 
 /* What progress does less often than every call: see mrl_progress_end. */
@@ -584,6 +590,8 @@ static void mrl_progress_rest(struct mrl_ep *ep)
 	mrl_engine_progress(&ep->engine);
 	if (ep->unreachable_due)
 		mrl_health_fail_unreachable(ep);
+	if (mrl_pkt_work_due(ep))
+		mrl_pkt_progress(ep);
 }
 
 /*

@@ -214,9 +214,10 @@ int mrl_ctrl_msg_check(const void *msg, size_t len);
 /* the largest eager message: a packet buffer less the headers, within
  * efa's 8928-byte MTU */
 #define MRL_PKT_EAGER_MAX	8192
-/* medium messages go in segments of MRL_PKT_EAGER_MAX, at most 64 of them:
- * one bit each in a receive's bitmap */
-#define MRL_PKT_MEDIUM_MAX	65536
+/* a message over the eager size goes in segments of MRL_PKT_EAGER_MAX, each
+ * whole in one packet; the largest message sent that way (a receiver
+ * holds an unexpected one whole) */
+#define MRL_PKT_MEDIUM_MAX	(1ULL << 30)
 #define MRL_PKT_RTS_IOV_MAX	4
 
 enum mrl_pkt_type {
@@ -239,11 +240,13 @@ struct mrl_pkt_hdr {
 	uint16_t flags;			/* MRL_PKT_F_* */
 	uint32_t seq;			/* the message's, per peer and direction;
 					 * DONE, ACK: 0 */
+	uint64_t src;			/* the sender's id: mrl_fnv1a of its
+					 * rail-0 address (mrl_pkt_id) */
 	uint64_t tag;			/* the user's (MRL_PKT_F_TAGGED) */
 	uint64_t data;			/* the user's CQ data (MRL_PKT_F_DATA) */
 	uint64_t len;			/* the whole message's bytes */
 };
-_Static_assert(sizeof(struct mrl_pkt_hdr) == 32, "packet header: 32 bytes");
+_Static_assert(sizeof(struct mrl_pkt_hdr) == 40, "packet header: 40 bytes");
 
 /* MEDIUM: where this segment lies; a multiple of MRL_PKT_EAGER_MAX */
 struct mrl_pkt_seg {
@@ -282,8 +285,6 @@ _Static_assert(sizeof(struct mrl_pkt_ack) == 8, "ACK: 8 bytes");
 
 _Static_assert(sizeof(struct mrl_pkt_hdr) + sizeof(struct mrl_pkt_seg) +
 	       MRL_PKT_EAGER_MAX <= 8928, "a packet fits efa's MTU");
-_Static_assert(MRL_PKT_MEDIUM_MAX / MRL_PKT_EAGER_MAX <= 64,
-	       "a medium message's segments fit a 64-bit map");
 
 /* Why a received packet cannot be used. */
 enum {
