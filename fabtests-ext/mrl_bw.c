@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * fi_multirail_bw (mrl_bw.c): RMA bandwidth test, fabtests style, written
- * against the public libfabric API only.
+ * fi_multirail_bw (mrl_bw.c): RMA and tagged-message bandwidth test,
+ * fabtests style, written against the public libfabric API only.
  *
  * The client is the initiator: it issues fi_write / fi_writedata / fi_read
- * against a buffer registered by the server (the target), keeping up to
- * -W operations outstanding.  Everything out of band (endpoint names, the
+ * against a buffer registered by the server (the target), or fi_tsend into
+ * receives the target keeps posted over that buffer, keeping up to -W
+ * operations outstanding.  Everything out of band (endpoint names, the
  * target buffer's address/key, a per-size begin/done/ack handshake) goes
  * over one TCP socket, so the test never passes a peer's address to
  * fi_getinfo.
@@ -45,6 +46,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 #include <rdma/fi_ext_multirail.h>
 
 #define DEFAULT_PORT	47592
@@ -57,8 +59,8 @@
 #define CQ_BATCH	32
 #define MR_KEY_USER	0xC0DE
 
-enum op_type { OP_WRITE, OP_WRITEDATA, OP_READ };
-static const char *op_names[] = { "write", "writedata", "read" };
+enum op_type { OP_WRITE, OP_WRITEDATA, OP_READ, OP_TSEND };
+static const char *op_names[] = { "write", "writedata", "read", "tsend" };
 
 enum msg_type {
 	OOB_HELLO = 0x4d524c31,	/* c->s: status = op | verify << 8, size = buffer size */
@@ -153,6 +155,17 @@ static size_t seen_bad;
 static size_t other_events;
 
 static uint64_t global_seq = 1;
+
+/*
+ * -o tsend: the target keeps TSEND_RECVS tagged receives of the whole
+ * buffer posted, each message landing over the last (the same pattern),
+ * and counts them.
+ */
+#define TSEND_TAG	0x5eed
+#define TSEND_RECVS	64
+static struct fi_context2 rctxs[TSEND_RECVS];
+static bool recvs_posted;
+static size_t tsend_received;
 
 static bool is_client(void) { return opt.dst != NULL; }
 
@@ -592,6 +605,25 @@ static void record_cq_data(uint64_t data)
 	seen_count++;
 }
 
+static ssize_t post_recv(struct fi_context2 *ctx)
+{
+	return fi_trecv(ep, buf, buf_size, mr_desc, FI_ADDR_UNSPEC, TSEND_TAG, 0, ctx);
+}
+
+/* A receive is back: counted, and posted again. */
+static int recv_done(struct fi_context2 *ctx)
+{
+	ssize_t ret;
+
+	tsend_received++;
+	do
+		ret = post_recv(ctx);
+	while (ret == -FI_EAGAIN && fi_cq_read(cq, NULL, 0) != -FI_EAVAIL);
+	if (ret)
+		FI_ERR("fi_trecv", ret);
+	return (int)ret;
+}
+
 /* Read the CQ once; returns number of entries handled, or negative error. */
 static int progress(void)
 {
@@ -621,6 +653,12 @@ static int progress(void)
 	for (i = 0; i < ret; i++) {
 		if (comp[i].flags & FI_REMOTE_CQ_DATA) {
 			record_cq_data(comp[i].data & cq_data_mask);
+			continue;
+		}
+		if (comp[i].op_context >= (void *)rctxs &&
+		    comp[i].op_context < (void *)(rctxs + TSEND_RECVS)) {
+			if (recv_done(comp[i].op_context))
+				return -FI_EIO;
 			continue;
 		}
 		if (comp[i].op_context >= (void *)ctxs &&
@@ -717,6 +755,8 @@ static int init_fabric(void)
 		return -FI_ENOMEM;
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	if (opt.op == OP_TSEND)
+		hints->caps |= FI_TAGGED;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 				      FI_MR_PROV_KEY | FI_MR_ENDPOINT;
@@ -972,7 +1012,7 @@ static int hello(void)
 	if (sock_recv(&m, sizeof(m), opt.max_secs))
 		return -1;
 	msg_decode(&m);
-	if (m.type != OOB_HELLO || (m.status & 0xff) > OP_READ || !m.size ||
+	if (m.type != OOB_HELLO || (m.status & 0xff) > OP_TSEND || !m.size ||
 	    m.size > (16ULL << 30)) {
 		errmsg("protocol error: bad hello from the client");
 		return -1;
@@ -1050,6 +1090,8 @@ static ssize_t post_one(size_t size, struct fi_context2 *ctx)
 				    rbuf_addr, rkey, ctx);
 	case OP_READ:
 		return fi_read(ep, buf, size, mr_desc, peer, rbuf_addr, rkey, ctx);
+	case OP_TSEND:
+		return fi_tsend(ep, buf, size, mr_desc, peer, TSEND_TAG, ctx);
 	}
 	return -FI_EINVAL;
 }
@@ -1395,6 +1437,18 @@ static int run_server(void)
 			else
 				buf_poison(m.size);
 		}
+		if (opt.op == OP_TSEND && !recvs_posted) {
+			for (size_t k = 0; k < TSEND_RECVS; k++) {
+				ssize_t r = post_recv(&rctxs[k]);
+
+				if (r) {
+					FI_ERR("fi_trecv", r);
+					return -1;
+				}
+			}
+			recvs_posted = true;
+		}
+		tsend_received = 0;
 		if (opt.op == OP_WRITEDATA) {
 			cap = m.count + m.status;	/* iters + warmup */
 			free(seen);
@@ -1427,6 +1481,24 @@ static int run_server(void)
 				errmsg("writedata: size %" PRIu64 ": %zu of %zu remote completions "
 				       "with expected data, %zu unexpected",
 				       m.size, seen_count, total, seen_bad);
+				status = 1;
+			}
+		}
+		if (opt.op == OP_TSEND) {
+			double deadline = now() + opt.max_secs;
+			unsigned spins = 0;
+
+			while (tsend_received < m.count) {
+				int r = progress();
+
+				if (r < 0)
+					return -1;
+				if (r == 0 && (++spins & 255) == 0 && now() > deadline)
+					break;
+			}
+			if (tsend_received != m.count) {
+				errmsg("tsend: size %" PRIu64 ": %zu of %" PRIu64 " messages "
+				       "received", m.size, tsend_received, m.count);
 				status = 1;
 			}
 		}
@@ -1553,7 +1625,8 @@ static void usage(const char *prog)
 		"                is passed as node to fi_getinfo\n"
 		"  -B            use -s for the oob socket only (not for fi_getinfo)\n"
 		"  -P PORT       oob tcp port (default %u)\n"
-		"  -o OP         write | writedata | read (default write)\n"
+		"  -o OP         write | writedata | read | tsend (a tagged send into\n"
+		"                the target's posted receives; default write)\n"
 		"  -S SIZES      'all' (1 B .. 64 MiB, powers of 2) and/or list: 4k,1M,...\n"
 		"                (default 4M)\n"
 		"  -W N          window: operations in flight (default 64)\n"
@@ -1602,6 +1675,8 @@ int main(int argc, char **argv)
 				opt.op = OP_WRITEDATA;
 			else if (!strcmp(optarg, "read"))
 				opt.op = OP_READ;
+			else if (!strcmp(optarg, "tsend"))
+				opt.op = OP_TSEND;
 			else {
 				usage(argv[0]);
 				return 1;

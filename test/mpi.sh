@@ -11,6 +11,9 @@
 #   - pml ob1 + btl/ofi, osc rdma (MPI_Put/Get/Fetch_and_op straight to
 #     fi_write/fi_read/fi_atomic): over 4 rails every rail must carry RMA
 #     bytes (the provider's INFO line per rail at close);
+#   - pml cm + mtl/ofi over 4 rails with FI_MULTIRAIL_MESSAGES=striped:
+#     ping-pong (every rail must carry message packets) and a bandwidth
+#     run, every byte checked;
 #   - FI_PROVIDER="multirail;tcp" (root and a private network namespace
 #     with 4 veth rails): mtl/ofi ping-pong.  On libfabric 1.17 that
 #     spelling runs over `net` (README), whose osc pt2pt hangs in
@@ -72,6 +75,21 @@ every_rail() {
 	[ "$failed" = 0 ] && echo "$1: every rail carried RMA bytes"
 }
 
+# every_rail_packets NAME N: the ranks' INFO lines show message packets on
+# rails 0..N-1
+every_rail_packets() {
+	r=0
+	while [ "$r" -lt "$2" ]; do
+		if ! grep -q "rail $r ([^)]*): .*; [1-9][0-9]* message packets" \
+		     "mpi-$1.log"; then
+			echo "FAIL: $1: rail $r carried no message packets"
+			failed=1
+		fi
+		r=$((r + 1))
+	done
+	[ "$failed" = 0 ] && echo "$1: every rail carried message packets"
+}
+
 mtl="--mca pml cm --mca mtl ofi --mca osc pt2pt --mca btl self,vader"
 btl="--mca pml ob1 --mca btl self,tcp,ofi --mca osc rdma --mca osc_rdma_btls ofi"
 for rails in lo lo,lo,lo,lo; do
@@ -88,6 +106,19 @@ for rails in lo lo,lo,lo,lo; do
 		-x FI_MULTIRAIL_CORE="tcp;ofi_rxm" -x FI_LOG_LEVEL=info \
 		./test/mpi_test put get fop && every_rail "btl-$n" "$n"
 done
+
+echo "== 4 rails: mtl/ofi, striped messages"
+# shellcheck disable=SC2086
+run "mtl-striped" $mtl --mca mtl_ofi_provider_include multirail \
+	-x FI_PROVIDER_PATH -x FI_MULTIRAIL_RAILS=lo,lo,lo,lo \
+	-x FI_MULTIRAIL_CORE="tcp;ofi_rxm" -x FI_MULTIRAIL_MESSAGES=striped \
+	-x FI_LOG_LEVEL=info ./test/mpi_test pingpong &&
+	every_rail_packets mtl-striped 4
+# shellcheck disable=SC2086
+run "mtl-striped-bw" $mtl --mca mtl_ofi_provider_include multirail \
+	-x FI_PROVIDER_PATH -x FI_MULTIRAIL_RAILS=lo,lo,lo,lo \
+	-x FI_MULTIRAIL_CORE="tcp;ofi_rxm" -x FI_MULTIRAIL_MESSAGES=striped \
+	./test/mpi_test bw 64 1048576 8
 
 echo "== FI_PROVIDER=\"multirail;tcp\", 4 veth rails: mtl/ofi ping-pong"
 # shellcheck disable=SC2016

@@ -4,6 +4,7 @@
  * every byte checked where the MPI call says it is there.
  *
  *   mpi_test [pingpong] [put] [get] [fop]   (default: all four)
+ *   mpi_test bw [MESSAGES [SIZE [WINDOW]]]
  *
  *   pingpong  1 B to 4 MiB (factors of 4, plus odd sizes), random bytes;
  *             rank 1 checks each message as MPI_Recv returns, sends it
@@ -18,6 +19,16 @@
  *             in rank 1's window 1000 times each (passive target, lock
  *             shared); every fetched value is distinct and the final
  *             count is 2000.
+ *
+ *   bw        (only when asked) rank 0 sends MESSAGES (default 200)
+ *             messages of SIZE bytes (default 4 MiB), WINDOW (16) in
+ *             flight (MPI_Isend), rank 1 keeps WINDOW MPI_Irecvs posted
+ *             and checks every byte of each message as it completes (its
+ *             number in its first 8 bytes, then a pattern of that
+ *             number), so any loss, duplicate or reordering is a wrong
+ *             byte; prints "bw: N x SIZE B, W in flight: X MB/s" (10^6
+ *             bytes a second, from the first receive posted to the last
+ *             checked).
  *
  * MPI_Win_create (not MPI_Win_allocate, which Open MPI places in shared
  * memory for ranks of one host) so that the window is reached through the
@@ -235,6 +246,94 @@ static void fop(int64_t *counter, MPI_Win win)
 	free(seen);
 }
 
+/* message i of the bandwidth run: its number, then words of it mixed */
+static void bw_fill(uint64_t *w, size_t words, uint64_t i)
+{
+	size_t j;
+
+	w[0] = i;
+	for (j = 1; j < words; j++)
+		w[j] = (i + 1) * 0x9E3779B97F4A7C15ull ^ (j * 0xD6E8FEB86659FD93ull);
+}
+
+static long bw_first_wrong(const uint64_t *w, size_t words, uint64_t i)
+{
+	size_t j;
+
+	if (w[0] != i)
+		return 0;
+	for (j = 1; j < words; j++)
+		if (w[j] != ((i + 1) * 0x9E3779B97F4A7C15ull ^
+			     (j * 0xD6E8FEB86659FD93ull)))
+			return (long) (j * 8);
+	return -1;
+}
+
+static void bw(long n, size_t size, int window)
+{
+	size_t words = size / 8;
+	uint64_t **buf = calloc((size_t) window, sizeof(*buf));
+	MPI_Request *req = calloc((size_t) window, sizeof(*req));
+	long next = 0, done = 0, bad;
+	double t0, t1;
+	int k;
+
+	if (!buf || !req || words < 1 || window < 1)
+		fail("%s: %ld", "bw setup", (long) size);
+	for (k = 0; k < window; k++) {
+		buf[k] = malloc(words * 8);
+		if (!buf[k])
+			fail("%s: %ld", "out of memory", (long) size);
+		req[k] = MPI_REQUEST_NULL;
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+	t0 = MPI_Wtime();
+	/* slot k holds message k, k + window, ...: each in its turn */
+	for (k = 0; k < window && next < n; k++, next++) {
+		if (rank == 0) {
+			bw_fill(buf[k], words, (uint64_t) next);
+			MPI_Isend(buf[k], (int) (words * 8), MPI_BYTE, 1, 7,
+				  MPI_COMM_WORLD, &req[k]);
+		} else {
+			memset(buf[k], 0xA5, words * 8);
+			MPI_Irecv(buf[k], (int) (words * 8), MPI_BYTE, 0, 7,
+				  MPI_COMM_WORLD, &req[k]);
+		}
+	}
+	while (done < n) {
+		k = (int) (done % window);
+		MPI_Wait(&req[k], MPI_STATUS_IGNORE);
+		if (rank == 1) {
+			bad = bw_first_wrong(buf[k], words, (uint64_t) done);
+			if (bad >= 0)
+				fail("%s: message %ld wrong", "bw", done);
+		}
+		done++;
+		if (next < n) {
+			if (rank == 0) {
+				bw_fill(buf[k], words, (uint64_t) next);
+				MPI_Isend(buf[k], (int) (words * 8), MPI_BYTE,
+					  1, 7, MPI_COMM_WORLD, &req[k]);
+			} else {
+				memset(buf[k], 0xA5, words * 8);
+				MPI_Irecv(buf[k], (int) (words * 8), MPI_BYTE,
+					  0, 7, MPI_COMM_WORLD, &req[k]);
+			}
+			next++;
+		}
+	}
+	t1 = MPI_Wtime();
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (rank == 1)
+		printf("ok bw: %ld x %zu B, %d in flight: %.1f MB/s, every "
+		       "byte\n", n, words * 8, window,
+		       (double) n * (double) (words * 8) / (t1 - t0) / 1e6);
+	for (k = 0; k < window; k++)
+		free(buf[k]);
+	free(buf);
+	free(req);
+}
+
 static int wants(int argc, char **argv, const char *name)
 {
 	int i;
@@ -259,6 +358,16 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	if (size != 2)
 		fail("%s: %ld ranks, want 2", "setup", (long) size);
+	if (argc > 1 && !strcmp(argv[1], "bw")) {
+		bw(argc > 2 ? atol(argv[2]) : 200,
+		   argc > 3 ? (size_t) atol(argv[3]) : MAX_SIZE,
+		   argc > 4 ? atoi(argv[4]) : 16);
+		MPI_Barrier(MPI_COMM_WORLD);
+		if (rank == 0)
+			printf("PASS\n");
+		MPI_Finalize();
+		return 0;
+	}
 	buf = malloc(MAX_SIZE);
 	win_buf = malloc(MAX_SIZE + 64);
 	counter = malloc(sizeof(*counter));

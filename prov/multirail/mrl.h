@@ -321,6 +321,7 @@ bool mrl_av_claim_from(struct mrl_av *av, const void *addr, size_t len,
 		       const struct mrl_ctrl_from *from);
 int mrl_av_insert_core(struct mrl_av *av, struct mrl_peer *peer, int from);
 struct mrl_peer *mrl_av_peer_by_id(struct mrl_av *av, uint64_t id);
+uint64_t mrl_av_peer_id(struct mrl_peer *peer);
 
 /* ---- completion queue / counter / eq ------------------------------------ */
 
@@ -564,6 +565,8 @@ struct mrl_ep {
 	struct mrl_list msg_acks_later;	/* and at the next health tick */
 	struct mrl_conn **conns;	/* MRL_CONN_BUCKETS */
 	size_t nconns;
+	struct mrl_conn *last_conn;	/* the last one found: a run of sends
+					 * goes to one peer */
 	struct mrl_match_queue mq_msg, mq_tagged;
 	size_t min_multi_recv;
 	int pkt_rr;			/* rail turn among equally loaded */

@@ -350,10 +350,20 @@ static struct mrl_peer *mrl_find_peer(struct mrl_av *av, const void *addr)
  * packets name their sender: mrl_pkt_id), user's or hidden; NULL for none.
  * The index's hash folds the same sum, so one probe sequence finds it.
  */
+uint64_t mrl_av_peer_id(struct mrl_peer *peer)
+{
+	const struct mrl_addr_hdr *hdr = peer->addr;
+
+	/* rail 0's address is the same in every form of the peer's */
+	if (!peer->id)
+		peer->id = mrl_fnv1a(mrl_addr_rail(peer->addr, 0),
+				     hdr->rail_addrlen);
+	return peer->id;
+}
+
 struct mrl_peer *mrl_av_peer_by_id(struct mrl_av *av, uint64_t id)
 {
 	uint32_t hash = (uint32_t) (id ^ (id >> 32));
-	const struct mrl_addr_hdr *hdr;
 	size_t mask, s;
 	struct mrl_peer *p;
 
@@ -364,9 +374,7 @@ struct mrl_peer *mrl_av_peer_by_id(struct mrl_av *av, uint64_t id)
 		if (av->slots[s].hash != hash)
 			continue;
 		p = av->all[av->slots[s].pos - 1];
-		hdr = p->addr;
-		if (mrl_fnv1a(mrl_addr_rail(p->addr, 0), hdr->rail_addrlen) ==
-		    id)
+		if (mrl_av_peer_id(p) == id)
 			return p;
 	}
 	return NULL;

@@ -519,11 +519,14 @@ static void mrl_ep_log_rails(struct mrl_ep *ep)
 		if (mrl_ext_rail_stats(&ep->ep_fid, i, &st))
 			continue;
 		MRL_INFO(FI_LOG_EP_CTRL, "rail %d (%s): %lu RMA chunks, %lu "
-			 "bytes posted, %lu completed, %lu errors\n", i,
+			 "bytes posted, %lu completed, %lu errors; %lu message "
+			 "packets, %lu bytes sent\n", i,
 			 st.domain, (unsigned long) st.tx_ops,
 			 (unsigned long) st.tx_bytes,
 			 (unsigned long) st.bytes_completed,
-			 (unsigned long) st.errors);
+			 (unsigned long) st.errors,
+			 (unsigned long) ep->rails[i].pkts_sent,
+			 (unsigned long) ep->rails[i].pkt_bytes_sent);
 	}
 }
 

@@ -285,7 +285,7 @@ static ssize_t mrl_striped_send(struct mrl_ep *ep, const struct mrl_msg_args *a,
 		return mrl_send_lost(ep, a);
 	if (ret)
 		return ret;
-	conn = mrl_conn_get(ep, mrl_pkt_id(peer->addr), true);
+	conn = mrl_conn_get(ep, mrl_av_peer_id(peer), true);
 	if (!conn)
 		return -FI_ENOMEM;
 	s = mrl_send_stack_pop(&ep->msg_send_free);

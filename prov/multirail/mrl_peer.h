@@ -47,6 +47,9 @@ struct mrl_peer {
 	uint64_t heard;			/* learned: the AV's clock at its last
 					 * message (the least recent goes) */
 	fi_addr_t fi_addr;		/* user's handle, when visible */
+	uint64_t id;			/* mrl_fnv1a of its rail-0 address, as
+					 * message packets name their sender;
+					 * 0 until asked (mrl_av_peer_id) */
 	fi_addr_t ctrl_addr;		/* its control endpoint (rail 0's AV) */
 	struct mrl_key_table *keys;	/* with the first key asked for
 					 * [keys] */

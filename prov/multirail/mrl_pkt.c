@@ -56,11 +56,14 @@ static struct mrl_conn **mrl_conn_bucket(struct mrl_ep *ep, uint64_t id)
 /* The connection with the peer of id; created if asked and room is left. */
 struct mrl_conn *mrl_conn_get(struct mrl_ep *ep, uint64_t id, bool create)
 {
-	struct mrl_conn **bucket = mrl_conn_bucket(ep, id), *c;
+	struct mrl_conn **bucket, *c = ep->last_conn;
 
+	if (c && c->id == id)
+		return c;
+	bucket = mrl_conn_bucket(ep, id);
 	for (c = *bucket; c; c = c->next) {
 		if (c->id == id)
-			return c;
+			return ep->last_conn = c;
 	}
 	if (!create)
 		return NULL;
@@ -81,7 +84,7 @@ struct mrl_conn *mrl_conn_get(struct mrl_ep *ep, uint64_t id, bool create)
 	c->next = *bucket;
 	*bucket = c;
 	ep->nconns++;
-	return c;
+	return ep->last_conn = c;
 }
 
 /* The peer at the other end, if the AV knows it (user's or learned). */
@@ -231,7 +234,9 @@ int mrl_pkt_rail(struct mrl_ep *ep, struct mrl_peer *peer)
 
 	if (!up)
 		return -1;
-	open = mrl_connect_open_rails(ep, peer, up) & up;
+	/* rails the peer is yet to open (RAIL_ASK) wait, asked again */
+	open = peer->rails_closed ? mrl_connect_open_rails(ep, peer, up) & up
+				  : up;
 	if (!open)
 		open = up;
 	for (i = 0; i < n; i++) {
@@ -443,7 +448,7 @@ void mrl_pkt_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 
 	if (!ep->msg_striped || !ep->conns || peer->partial)
 		return;
-	conn = mrl_conn_get(ep, mrl_pkt_id(peer->addr), false);
+	conn = mrl_conn_get(ep, mrl_av_peer_id(peer), false);
 	if (!conn)
 		return;
 	mrl_eager_resend(ep, conn, rail);
