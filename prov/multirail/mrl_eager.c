@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * Messages as eager packets and segments (docs/design.md, "The protocol by
+ * Messages as eager packets and segments (docs/messages.md, "The protocol by
  * size"): a message up to MRL_PKT_EAGER_MAX goes whole in one packet,
  * copied at the post; a longer one in segments of that size, each on the
  * rail with the fewest packets in flight, pushed as packet buffers free.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Matching of user messages to user receives, as multirail does it for
- * every rail at once (docs/design.md, "Matching"): a queue holds the
+ * every rail at once (docs/messages.md, "Matching"): a queue holds the
  * posted receives and the unexpected messages, each in the order they
  * came.  Messages are handed in in their peer's order (mrl_order.h), so
  * matching in arrival order keeps FI_ORDER_SAS across rails.

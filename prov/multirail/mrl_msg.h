@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * The striped message path (docs/design.md, "The message path"): what its
+ * The striped message path (docs/messages.md): what its
  * files call of each other.  mrl_msg.c takes the user's calls and chooses
  * the path; mrl_pkt.c owns the packet buffers on every rail, the per-peer
  * connections (sequence numbers, ACKs) and what arrives; mrl_eager.c sends

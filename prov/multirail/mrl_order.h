@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * Message order across rails (docs/design.md, "Order" and "Flow
+ * Message order across rails (docs/messages.md, "Order" and "Flow
  * control"): each direction of a peer pair numbers its messages.  The
  * sender keeps at most a window of them unacknowledged; the receiver
  * matches them in that order, holding the ones that came early on a

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * The message path's packets (docs/design.md, "The message path"): their
+ * The message path's packets (docs/messages.md): their
  * buffers, posted for receiving on every rail whatever the user posted, and
  * the pool sends take from; each pair of endpoints' connection (the
  * sequence numbers of mrl_order.c, found by the peer's id); what arrives,

@@ -204,8 +204,8 @@ int mrl_ctrl_msg_check(const void *msg, size_t len);
 /* ---- message packets -------------------------------------------------------- */
 
 /*
- * User messages as multirail carries them over any rail (docs/design.md,
- * "The message path"): tagged sends on the core with the receiving
+ * User messages as multirail carries them over any rail (docs/messages.md):
+ * tagged sends on the core with the receiving
  * endpoint's control tag and this bit, into packet buffers multirail posts
  * on every rail.  The user's tag, CQ data and length are in the header.
  */
