@@ -405,7 +405,8 @@ static ssize_t mrl_ep_cancel(fid_t fid, void *context)
 
 	mrl_ep_lock(ep);
 	if (ep->msg_striped) {
-		ret = mrl_eager_cancel(ep, context);
+		/* nothing is posted before fi_enable, nor are the queues */
+		ret = ep->enabled ? mrl_eager_cancel(ep, context) : -FI_ENOENT;
 		mrl_unlock(ep->domain);
 		return ret;
 	}
