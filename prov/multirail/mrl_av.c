@@ -694,9 +694,13 @@ struct mrl_peer *mrl_av_learn(struct mrl_av *av, const void *addr, size_t len,
 		/*
 		 * Two partial peers' HELLOs cross (aws-ofi-nccl's 56-byte
 		 * names make every peer partial): the peer's own, from its
-		 * rail 0, waits for its answer without a word.
+		 * rail 0, waits for its answer without a word.  So does what
+		 * the peer sends on its other rails once our answer to its
+		 * HELLO reached it (RAIL_UP, a KEY_REQ), ahead of its answer
+		 * to ours: no core vouches for a sender there, so nothing
+		 * says it is a liar's.  A liar is one the core names.
 		 */
-		if (!mrl_from_rail0(peer, from))
+		if (from->checked ? !mrl_from_rail0(peer, from) : !from->rail)
 			MRL_WARN_ONCE(FI_LOG_AV, "a full address for a peer "
 				      "known by rail 0 alone, not in answer "
 				      "to our HELLO: not taken\n");
