@@ -9,6 +9,7 @@
  *     and segmented), one tag, a window of receives: any loss, duplicate
  *     or reordering puts a message into the wrong receive;
  *   - the same sent before any receive is posted (unexpected);
+ *   - iovs on both sides, cut differently, eager and segmented;
  *   - tags and ignore bits; truncation (FI_ETRUNC, olen); FI_PEEK,
  *     FI_CLAIM, FI_DISCARD; FI_MULTI_RECV; fi_cancel; injects;
  *   - the packets went over every rail (fi_multirail msg_stats).
@@ -339,6 +340,63 @@ static void send_tagged(size_t len, uint64_t msg, uint64_t tag, void *ctx)
 		die("send of message %lu failed", (unsigned long) msg);
 }
 
+
+/*
+ * Sends of 3 iovs into receives of 4, cut elsewhere: eager (300 B) and
+ * segmented (13000 B: 8 KiB segments end inside iovs), the receive posted
+ * first and after (taken from the unexpected store); every byte checked
+ * through the receive's iovs, and the poison past them.
+ */
+static void iov_one(uint64_t msg, size_t len, bool unexpected)
+{
+	static uint8_t sbuf[13000], rb[13000 + 64];
+	size_t scut[3] = { len / 7, len / 2, len - len / 7 - len / 2 };
+	size_t rcut[4] = { len / 3 + 1, 5, len / 4, 0 };
+	struct iovec siov[3], riov[4];
+	size_t off = 0, i;
+	int sc, rc;
+	struct entry e;
+
+	rcut[3] = len + 32 - rcut[0] - rcut[1] - rcut[2];
+	fill(sbuf, msg, len);
+	for (i = 0; i < 3; off += scut[i], i++)
+		siov[i] = (struct iovec) { sbuf + off, scut[i] };
+	memset(rb, POISON, sizeof(rb));
+	for (off = 0, i = 0; i < 4; off += rcut[i], i++)
+		riov[i] = (struct iovec) { rb + off, rcut[i] };
+	struct fi_msg_tagged sm = { .msg_iov = siov, .iov_count = 3,
+				    .addr = a.peer, .tag = 0x50, .context = &sc,
+				    .data = msg };
+	struct fi_msg_tagged rm = { .msg_iov = riov, .iov_count = 4,
+				    .addr = FI_ADDR_UNSPEC, .tag = 0x50,
+				    .context = &rc };
+	if (unexpected) {
+		RETRY(fi_tsendmsg(a.s.ep, &sm, FI_REMOTE_CQ_DATA |
+						FI_COMPLETION));
+		check(!wait_ctx(&a, &sc).err, "iov send %lu", (unsigned long) msg);
+	}
+	RETRY(fi_trecvmsg(b.s.ep, &rm, FI_COMPLETION));
+	if (!unexpected) {
+		RETRY(fi_tsendmsg(a.s.ep, &sm, FI_REMOTE_CQ_DATA |
+						FI_COMPLETION));
+		check(!wait_ctx(&a, &sc).err, "iov send %lu", (unsigned long) msg);
+	}
+	e = wait_ctx(&b, &rc);
+	long bad = bad_byte(rb, msg, len, len + 32);
+	check(!e.err && e.e.len == len && e.e.data == msg && !bad,
+	      "%zu B in 3 iovs into 4%s: len %zu, data %lu, bad byte %ld (0: none)",
+	      len, unexpected ? ", unexpected" : "", e.e.len,
+	      (unsigned long) e.e.data, bad);
+}
+
+static void iovs(void)
+{
+	iov_one(4001, 300, false);
+	iov_one(4002, 13000, false);
+	iov_one(4003, 300, true);
+	iov_one(4004, 13000, true);
+}
+
 static uint8_t rbuf[4][70000];
 
 static struct entry recv_tagged(int i, size_t room, uint64_t tag,
@@ -599,6 +657,7 @@ int main(int argc, char **argv)
 	stream(n / 3, true);
 	tags();
 	truncation();
+	iovs();
 	peek_claim_discard();
 	multi_recv();
 	cancel();

@@ -1052,5 +1052,8 @@ static inline void mrl_domain_release(struct mrl_domain *d)
 }
 
 size_t mrl_iov_len(const struct iovec *iov, size_t count);
+void mrl_iov_copy(const struct iovec *iov, size_t count, size_t offset,
+		  void *buf, size_t len, bool to_iov);
+bool mrl_desc_any_device(void **desc, size_t count);
 
 #endif /* MRL_H */

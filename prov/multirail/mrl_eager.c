@@ -19,46 +19,6 @@
 
 /* ---- sending ------------------------------------------------------------ */
 
-static void mrl_gather(uint8_t *out, const struct iovec *iov, size_t count,
-		       size_t offset, size_t len)
-{
-	size_t i, n;
-
-	for (i = 0; i < count && len; i++) {
-		if (offset >= iov[i].iov_len) {
-			offset -= iov[i].iov_len;
-			continue;
-		}
-		n = iov[i].iov_len - offset;
-		if (n > len)
-			n = len;
-		memcpy(out, (const uint8_t *) iov[i].iov_base + offset, n);
-		out += n;
-		len -= n;
-		offset = 0;
-	}
-}
-
-static void mrl_scatter(const struct iovec *iov, size_t count, size_t offset,
-			const uint8_t *in, size_t len)
-{
-	size_t i, n;
-
-	for (i = 0; i < count && len; i++) {
-		if (offset >= iov[i].iov_len) {
-			offset -= iov[i].iov_len;
-			continue;
-		}
-		n = iov[i].iov_len - offset;
-		if (n > len)
-			n = len;
-		memcpy((uint8_t *) iov[i].iov_base + offset, in, n);
-		in += n;
-		len -= n;
-		offset = 0;
-	}
-}
-
 /* The user's completion of s, once: err 0, or what failed it. */
 static void mrl_send_report(struct mrl_ep *ep, struct mrl_send *s, int err)
 {
@@ -178,7 +138,7 @@ static void mrl_fill_packet(struct mrl_ep *ep, struct mrl_send *s,
 		if (part > MRL_PKT_EAGER_MAX)
 			part = MRL_PKT_EAGER_MAX;
 	}
-	mrl_gather(buf->data + hlen, iov, count, s->sent, part);
+	mrl_iov_copy(iov, count, s->sent, buf->data + hlen, part, false);
 	buf->len = hlen + part;
 	s->sent += part;
 }
@@ -318,7 +278,7 @@ ssize_t mrl_eager_send(struct mrl_ep *ep, struct mrl_peer *peer,
 		s->copy = malloc(s->len);
 		if (!s->copy)
 			return -FI_ENOMEM;
-		mrl_gather(s->copy, s->iov, s->count, 0, s->len);
+		mrl_iov_copy(s->iov, s->count, 0, s->copy, s->len, false);
 	}
 	s->seq = mrl_order_tx_take(&s->conn->tx);
 	mrl_list_add_tail(&s->conn->unacked, &s->ulink);
@@ -440,7 +400,8 @@ static void mrl_rmsg_matched(struct mrl_ep *ep, struct mrl_rmsg *m,
 	if (t->released)
 		r->released = true;
 	if (m->store) {
-		mrl_scatter(r->iov, r->count, t->offset, m->store, t->len);
+		mrl_iov_copy(r->iov, r->count, t->offset, m->store, t->len,
+			     true);
 		free(m->store);
 		m->store = NULL;
 	}
@@ -483,8 +444,9 @@ static void mrl_rmsg_place(struct mrl_ep *ep, struct mrl_rmsg *m,
 		if (offset < m->take.len) {
 			n = m->take.len - offset < len ? m->take.len - offset
 						       : len;
-			mrl_scatter(m->recv->iov, m->recv->count,
-				    m->take.offset + offset, bytes, n);
+			mrl_iov_copy(m->recv->iov, m->recv->count,
+				     m->take.offset + offset, (void *) bytes, n,
+				     true);
 		}
 		break;
 	case MRL_RMSG_DISCARDED:

@@ -36,6 +36,45 @@ size_t mrl_iov_len(const struct iovec *iov, size_t count)
 	return len;
 }
 
+/*
+ * Copies len bytes between a flat buffer and the iovs' bytes from offset
+ * on: into the iovs when to_iov, else out of them.  Stops at the iovs' end.
+ */
+void mrl_iov_copy(const struct iovec *iov, size_t count, size_t offset,
+		  void *buf, size_t len, bool to_iov)
+{
+	uint8_t *flat = buf, *at;
+	size_t i, n;
+
+	for (i = 0; i < count && len; i++) {
+		if (offset >= iov[i].iov_len) {
+			offset -= iov[i].iov_len;
+			continue;
+		}
+		n = iov[i].iov_len - offset < len ? iov[i].iov_len - offset
+						  : len;
+		at = (uint8_t *) iov[i].iov_base + offset;
+		memcpy(to_iov ? at : flat, to_iov ? flat : at, n);
+		flat += n;
+		len -= n;
+		offset = 0;
+	}
+}
+
+/* Whether any of count descriptors (may be NULL) is device memory's. */
+bool mrl_desc_any_device(void **desc, size_t count)
+{
+	const struct mrl_mr *mr;
+	size_t i;
+
+	for (i = 0; desc && i < count; i++) {
+		mr = desc[i];
+		if (mr && mr->iface != FI_HMEM_SYSTEM)
+			return true;
+	}
+	return false;
+}
+
 /* The FI_PROVIDER entry that names us with a core ("multirail;tcp"). */
 static char *mrl_env_entry(void)
 {

@@ -199,27 +199,18 @@ static int mrl_send_from_copy(struct mrl_ep *ep, struct mrl_msg_req *req,
 			      struct mrl_msg_args *a, struct iovec *iov,
 			      void **desc)
 {
-	size_t len = mrl_iov_len(a->iov, a->count), off = 0, i;
-	const struct mrl_mr *mr;
+	size_t len = mrl_iov_len(a->iov, a->count);
 	int ret;
 
-	for (i = 0; a->desc && i < a->count; i++) {
-		mr = a->desc[i];
-		if (mr && mr->iface != FI_HMEM_SYSTEM) {
-			MRL_WARN(FI_LOG_EP_DATA, "a send of %zu iovs of device "
-				 "memory: the core takes %zu\n", a->count,
-				 ep->msg_iov_limit);
-			return -FI_EINVAL;
-		}
+	if (mrl_desc_any_device(a->desc, a->count)) {
+		MRL_WARN(FI_LOG_EP_DATA, "a send of %zu iovs of device memory: "
+			 "the core takes %zu\n", a->count, ep->msg_iov_limit);
+		return -FI_EINVAL;
 	}
 	req->copy = malloc(len ? len : 1);
 	if (!req->copy)
 		return -FI_ENOMEM;
-	for (i = 0; i < a->count; i++) {
-		memcpy((char *) req->copy + off, a->iov[i].iov_base,
-		       a->iov[i].iov_len);
-		off += a->iov[i].iov_len;
-	}
+	mrl_iov_copy(a->iov, a->count, 0, req->copy, len, false);
 	if (ep->domain->core_mr_local) {
 		ret = fi_mr_reg(ep->domain->rails[0].domain, req->copy,
 				len ? len : 1, FI_SEND, 0, 0, 0, &req->copy_mr,
@@ -243,18 +234,11 @@ static int mrl_send_from_copy(struct mrl_ep *ep, struct mrl_msg_req *req,
 
 static bool mrl_striped_host_only(const struct mrl_msg_args *a)
 {
-	const struct mrl_mr *mr;
-	size_t i;
-
-	for (i = 0; a->desc && i < a->count; i++) {
-		mr = a->desc[i];
-		if (mr && mr->iface != FI_HMEM_SYSTEM) {
-			MRL_WARN_ONCE(FI_LOG_EP_DATA, "device memory on the "
-				      "striped message path: not yet\n");
-			return false;
-		}
-	}
-	return true;
+	if (!mrl_desc_any_device(a->desc, a->count))
+		return true;
+	MRL_WARN_ONCE(FI_LOG_EP_DATA, "device memory on the striped message "
+		      "path: not yet\n");
+	return false;
 }
 
 /* Domain locked, a checked: a send (inject: the caller's bytes are its
