@@ -560,6 +560,8 @@ struct mrl_ep {
 	size_t pkt_tx_nfree;
 	struct mrl_pkt_buf *pkt_backlog, **pkt_backlog_tail;
 	struct mrl_send *msg_sends, *msg_send_free;
+	void *msg_recv_cache, *msg_rmsg_cache;	/* freed, for reuse */
+	unsigned int msg_nrecv_cache, msg_nrmsg_cache;
 	struct mrl_list msg_sending;	/* sends with segments still to go */
 	struct mrl_list msg_acks;	/* connections with an ACK due */
 	struct mrl_list msg_acks_later;	/* and at the next health tick */

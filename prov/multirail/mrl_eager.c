@@ -307,11 +307,52 @@ static struct mrl_match_queue *mrl_queue_of(struct mrl_ep *ep,
 	return pkt_flags & MRL_PKT_F_TAGGED ? &ep->mq_tagged : &ep->mq_msg;
 }
 
-static void mrl_rmsg_free(struct mrl_rmsg *m)
+/*
+ * Freed receives and arriving messages are kept for the next ones, up to
+ * MRL_MSG_CACHE of each: a steady stream allocates nothing.  A cached
+ * object's first bytes link it to the next.
+ */
+#define MRL_MSG_CACHE	256
+
+static void *mrl_cache_take(void **cache, unsigned int *n, size_t size)
+{
+	void *obj = *cache;
+
+	if (!obj)
+		return calloc(1, size);
+	*cache = *(void **) obj;
+	(*n)--;
+	memset(obj, 0, size);
+	return obj;
+}
+
+static void mrl_cache_put(void **cache, unsigned int *n, void *obj)
+{
+	if (*n >= MRL_MSG_CACHE) {
+		free(obj);
+		return;
+	}
+	*(void **) obj = *cache;
+	*cache = obj;
+	(*n)++;
+}
+
+static void mrl_cache_empty(void **cache, unsigned int *n)
+{
+	void *obj;
+
+	while ((obj = *cache)) {
+		*cache = *(void **) obj;
+		free(obj);
+	}
+	*n = 0;
+}
+
+static void mrl_rmsg_free(struct mrl_ep *ep, struct mrl_rmsg *m)
 {
 	free(m->segs);
 	free(m->store);
-	free(m);
+	mrl_cache_put(&ep->msg_rmsg_cache, &ep->msg_nrmsg_cache, m);
 }
 
 /* Segment offset of m arrives: false when it had already (a resend). */
@@ -328,9 +369,16 @@ static bool mrl_rmsg_seg_new(struct mrl_rmsg *m, size_t offset)
 	return true;
 }
 
-static void mrl_recv_free(struct mrl_recv *r)
+static void mrl_recv_free(struct mrl_ep *ep, struct mrl_recv *r)
 {
-	free(r);
+	mrl_cache_put(&ep->msg_recv_cache, &ep->msg_nrecv_cache, r);
+}
+
+/* A receive, zeroed: for mrl_eager_recv, which owns it from then on. */
+struct mrl_recv *mrl_recv_new(struct mrl_ep *ep)
+{
+	return mrl_cache_take(&ep->msg_recv_cache, &ep->msg_nrecv_cache,
+			      sizeof(struct mrl_recv));
 }
 
 static void mrl_partial_leave(struct mrl_rmsg *m)
@@ -382,9 +430,9 @@ static void mrl_rmsg_complete(struct mrl_ep *ep, struct mrl_rmsg *m)
 				     buf, m->data, m->m.tag, m->m.src);
 	}
 	if (last)
-		mrl_recv_free(r);
+		mrl_recv_free(ep, r);
 	mrl_partial_leave(m);
-	mrl_rmsg_free(m);
+	mrl_rmsg_free(ep, m);
 }
 
 /* m goes into r at t: what came so far moves from its store. */
@@ -467,7 +515,7 @@ static void mrl_rmsg_place(struct mrl_ep *ep, struct mrl_rmsg *m,
 		break;
 	case MRL_RMSG_DISCARDED:
 		mrl_partial_leave(m);
-		mrl_rmsg_free(m);
+		mrl_rmsg_free(ep, m);
 		break;
 	case MRL_RMSG_UNEXPECTED:
 		mrl_partial_leave(m);
@@ -491,10 +539,11 @@ static struct mrl_rmsg *mrl_partial_find(struct mrl_conn *conn, uint32_t seq)
 	return NULL;
 }
 
-static struct mrl_rmsg *mrl_rmsg_new(struct mrl_conn *conn,
+static struct mrl_rmsg *mrl_rmsg_new(struct mrl_ep *ep, struct mrl_conn *conn,
 				     const struct mrl_pkt_hdr *hdr)
 {
-	struct mrl_rmsg *m = calloc(1, sizeof(*m));
+	struct mrl_rmsg *m = mrl_cache_take(&ep->msg_rmsg_cache,
+					    &ep->msg_nrmsg_cache, sizeof(*m));
 
 	if (!m)
 		return NULL;
@@ -508,7 +557,7 @@ static struct mrl_rmsg *mrl_rmsg_new(struct mrl_conn *conn,
 	if (hdr->len > MRL_PKT_EAGER_MAX) {
 		m->segs = calloc((hdr->len / MRL_PKT_EAGER_MAX + 8) / 8, 1);
 		if (!m->segs) {
-			free(m);
+			mrl_rmsg_free(ep, m);
 			return NULL;
 		}
 	}
@@ -555,7 +604,7 @@ void mrl_eager_arrived(struct mrl_ep *ep, struct mrl_conn *conn,
 			ep->msg_dups++;
 		return;
 	}
-	m = mrl_rmsg_new(conn, hdr);
+	m = mrl_rmsg_new(ep, conn, hdr);
 	if (!m)
 		return;
 	mrl_rmsg_seg_new(m, offset);
@@ -564,7 +613,7 @@ void mrl_eager_arrived(struct mrl_ep *ep, struct mrl_conn *conn,
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "no memory for an arriving "
 			      "message: dropped\n");
 		mrl_partial_leave(m);
-		mrl_rmsg_free(m);
+		mrl_rmsg_free(ep, m);
 		return;
 	}
 	switch (mrl_order_arrive(&conn->rx, hdr->seq, m)) {
@@ -593,19 +642,19 @@ void mrl_eager_arrived(struct mrl_ep *ep, struct mrl_conn *conn,
 		break;
 	}
 	mrl_partial_leave(m);
-	mrl_rmsg_free(m);
+	mrl_rmsg_free(ep, m);
 }
 
 /* ---- the user's receives ------------------------------------------------ */
 
 /* FI_DISCARD of a message taken off its queue. */
-static void mrl_rmsg_discard(struct mrl_rmsg *m)
+static void mrl_rmsg_discard(struct mrl_ep *ep, struct mrl_rmsg *m)
 {
 	free(m->store);
 	m->store = NULL;
 	if (mrl_rmsg_whole(m)) {
 		mrl_partial_leave(m);
-		mrl_rmsg_free(m);
+		mrl_rmsg_free(ep, m);
 		return;
 	}
 	m->state = MRL_RMSG_DISCARDED;	/* its conn frees it once whole */
@@ -648,12 +697,12 @@ static ssize_t mrl_recv_peek(struct mrl_ep *ep, struct mrl_match_queue *q,
 		mrl_recv_entry(ep, r, m, m->m.len);
 		if (r->flags & FI_DISCARD) {
 			mrl_match_unlink(q, mm);
-			mrl_rmsg_discard(m);
+			mrl_rmsg_discard(ep, m);
 		} else if (r->flags & FI_CLAIM) {
 			mrl_match_claim(mm, r->context);
 		}
 	}
-	mrl_recv_free(r);
+	mrl_recv_free(ep, r);
 	return 0;
 }
 
@@ -669,13 +718,13 @@ static ssize_t mrl_recv_claimed(struct mrl_ep *ep, struct mrl_match_queue *q,
 	if (!m) {
 		MRL_WARN(FI_LOG_EP_DATA, "FI_CLAIM: no message claimed with "
 			 "this context\n");
-		mrl_recv_free(r);
+		mrl_recv_free(ep, r);
 		return -FI_EINVAL;
 	}
 	if (r->flags & FI_DISCARD) {
 		mrl_recv_entry(ep, r, m, 0);
-		mrl_rmsg_discard(m);
-		mrl_recv_free(r);
+		mrl_rmsg_discard(ep, m);
+		mrl_recv_free(ep, r);
 		return 0;
 	}
 	mrl_rmsg_matched(ep, m, &t);
@@ -726,13 +775,13 @@ ssize_t mrl_eager_cancel(struct mrl_ep *ep, void *context)
 	r->cancelled = true;
 	r->released = true;
 	if (!r->placing)
-		mrl_recv_free(r);
+		mrl_recv_free(ep, r);
 	return 0;
 }
 
 /* ---- teardown ----------------------------------------------------------- */
 
-static void mrl_free_posted(struct mrl_match_queue *q)
+static void mrl_free_posted(struct mrl_ep *ep, struct mrl_match_queue *q)
 {
 	while (!mrl_list_empty(&q->posted)) {
 		struct mrl_recv *r = mrl_container_of(q->posted.next,
@@ -741,28 +790,29 @@ static void mrl_free_posted(struct mrl_match_queue *q)
 		mrl_list_del(&r->m.link);
 		r->released = true;
 		if (!r->placing)
-			mrl_recv_free(r);
+			mrl_recv_free(ep, r);
 	}
 }
 
-static void mrl_free_rmsg_at_close(struct mrl_rmsg *m)
+static void mrl_free_rmsg_at_close(struct mrl_ep *ep, struct mrl_rmsg *m)
 {
 	struct mrl_recv *r = m->state == MRL_RMSG_MATCHED ? m->recv : NULL;
 
 	mrl_partial_leave(m);
-	mrl_rmsg_free(m);
+	mrl_rmsg_free(ep, m);
 	if (r && --r->placing == 0 && r->released)
-		mrl_recv_free(r);
+		mrl_recv_free(ep, r);
 }
 
-static void mrl_free_unexpected(struct mrl_match_queue *q)
+static void mrl_free_unexpected(struct mrl_ep *ep,
+				struct mrl_match_queue *q)
 {
 	while (!mrl_list_empty(&q->unexpected)) {
 		struct mrl_rmsg *m = mrl_container_of(q->unexpected.next,
 						      struct mrl_rmsg, m.link);
 
 		mrl_match_unlink(q, &m->m);
-		mrl_free_rmsg_at_close(m);
+		mrl_free_rmsg_at_close(ep, m);
 	}
 }
 
@@ -772,14 +822,14 @@ void mrl_eager_fini(struct mrl_ep *ep)
 	struct mrl_conn *c;
 	size_t b, i;
 
-	mrl_free_posted(&ep->mq_msg);
-	mrl_free_posted(&ep->mq_tagged);
-	mrl_free_unexpected(&ep->mq_msg);
-	mrl_free_unexpected(&ep->mq_tagged);
+	mrl_free_posted(ep, &ep->mq_msg);
+	mrl_free_posted(ep, &ep->mq_tagged);
+	mrl_free_unexpected(ep, &ep->mq_msg);
+	mrl_free_unexpected(ep, &ep->mq_tagged);
 	for (b = 0; ep->conns && b < MRL_CONN_BUCKETS; b++) {
 		for (c = ep->conns[b]; c; c = c->next) {
 			while (!mrl_list_empty(&c->partial))
-				mrl_free_rmsg_at_close(mrl_container_of(
+				mrl_free_rmsg_at_close(ep, mrl_container_of(
 					c->partial.next, struct mrl_rmsg,
 					plink));
 		}
@@ -788,4 +838,6 @@ void mrl_eager_fini(struct mrl_ep *ep)
 		free(ep->msg_sends[i].copy);
 		ep->msg_sends[i].copy = NULL;
 	}
+	mrl_cache_empty(&ep->msg_recv_cache, &ep->msg_nrecv_cache);
+	mrl_cache_empty(&ep->msg_rmsg_cache, &ep->msg_nrmsg_cache);
 }

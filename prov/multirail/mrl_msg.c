@@ -311,7 +311,7 @@ static ssize_t mrl_striped_recv(struct mrl_ep *ep, const struct mrl_msg_args *a)
 
 	if (!mrl_striped_host_only(a))
 		return -FI_EOPNOTSUPP;
-	r = calloc(1, sizeof(*r));
+	r = mrl_recv_new(ep);
 	if (!r)
 		return -FI_ENOMEM;
 	r->context = a->context;

@@ -164,6 +164,7 @@ void mrl_eager_sent(struct mrl_ep *ep, struct mrl_pkt_buf *buf, int err);
 void mrl_eager_arrived(struct mrl_ep *ep, struct mrl_conn *conn,
 		       const struct mrl_pkt_hdr *hdr, const uint8_t *payload,
 		       size_t offset, size_t len);
+struct mrl_recv *mrl_recv_new(struct mrl_ep *ep);
 ssize_t mrl_eager_recv(struct mrl_ep *ep, struct mrl_recv *recv);
 ssize_t mrl_eager_send(struct mrl_ep *ep, struct mrl_peer *peer,
 		       struct mrl_send *s, bool inject);
