@@ -383,9 +383,13 @@ struct mrl_recv *mrl_recv_new(struct mrl_ep *ep)
 
 static void mrl_partial_leave(struct mrl_rmsg *m)
 {
+	struct mrl_rmsg **at = &m->conn->partial_at[m->seq & MRL_ORDER_MASK];
+
 	if (m->plink.next) {
 		mrl_list_del(&m->plink);
 		m->plink.next = NULL;
+		if (*at == m)
+			*at = NULL;
 	}
 }
 
@@ -527,24 +531,27 @@ static void mrl_rmsg_place(struct mrl_ep *ep, struct mrl_rmsg *m,
 
 static struct mrl_rmsg *mrl_partial_find(struct mrl_conn *conn, uint32_t seq)
 {
-	struct mrl_list *e;
+	struct mrl_rmsg *m = conn->partial_at[seq & MRL_ORDER_MASK];
 
-	for (e = conn->partial.next; e != &conn->partial; e = e->next) {
-		struct mrl_rmsg *m = mrl_container_of(e, struct mrl_rmsg,
-						      plink);
-
-		if (m->seq == seq)
-			return m;
-	}
-	return NULL;
+	return m && m->seq == seq ? m : NULL;
 }
 
 static struct mrl_rmsg *mrl_rmsg_new(struct mrl_ep *ep, struct mrl_conn *conn,
 				     const struct mrl_pkt_hdr *hdr)
 {
-	struct mrl_rmsg *m = mrl_cache_take(&ep->msg_rmsg_cache,
-					    &ep->msg_nrmsg_cache, sizeof(*m));
+	struct mrl_rmsg **at = &conn->partial_at[hdr->seq & MRL_ORDER_MASK];
+	struct mrl_rmsg *m;
 
+	if (*at) {
+		/* a number a window away from a message still partial: no
+		 * sender that keeps to its window sends it */
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "a message numbered a window "
+			      "past one not whole yet: dropped\n");
+		ep->pkt_dropped[MRL_PKT_DROP_SEGMENT]++;
+		return NULL;
+	}
+	m = mrl_cache_take(&ep->msg_rmsg_cache, &ep->msg_nrmsg_cache,
+			   sizeof(*m));
 	if (!m)
 		return NULL;
 	m->conn = conn;
@@ -562,6 +569,7 @@ static struct mrl_rmsg *mrl_rmsg_new(struct mrl_ep *ep, struct mrl_conn *conn,
 		}
 	}
 	mrl_list_add_tail(&conn->partial, &m->plink);
+	*at = m;
 	return m;
 }
 

@@ -44,6 +44,10 @@ struct mrl_conn {
 	struct mrl_order_rx rx;
 	struct mrl_list partial;	/* its messages not whole yet, and
 					 * the early ones held */
+	/* the same by number: a sender keeps its messages not yet
+	 * acknowledged within MRL_ORDER_WINDOW, and the ACK stops at the
+	 * first one not whole, so no two partial ones share a slot */
+	struct mrl_rmsg *partial_at[MRL_ORDER_WINDOW];
 	struct mrl_list unacked;	/* our sends it has not acknowledged,
 					 * in their order */
 	struct mrl_list ack_link;	/* in ep->msg_acks or msg_acks_later */

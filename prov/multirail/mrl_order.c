@@ -8,10 +8,6 @@
 
 #include "mrl_order.h"
 
-#define MRL_ORDER_MASK	(MRL_ORDER_WINDOW - 1)
-_Static_assert((MRL_ORDER_WINDOW & MRL_ORDER_MASK) == 0,
-	       "the window is a power of 2");
-
 void mrl_order_tx_init(struct mrl_order_tx *tx)
 {
 	tx->next = tx->acked = 0;

@@ -19,6 +19,9 @@
 
 /* the most messages a sender may have unacknowledged; a power of 2 */
 #define MRL_ORDER_WINDOW	256
+#define MRL_ORDER_MASK	(MRL_ORDER_WINDOW - 1)
+_Static_assert((MRL_ORDER_WINDOW & MRL_ORDER_MASK) == 0,
+	       "the window is a power of 2");
 
 /* ---- the sender's side -------------------------------------------------- */
 
