@@ -38,7 +38,11 @@
  *            bytes, -W in flight, delivery complete, each verified by the
  *            target after its completion, writedata's at its CQ entry
  *            too, exactly once;
- *            prints the bytes completed per second, wall-clock stamped)
+ *            prints the bytes completed per second, wall-clock stamped;
+ *            with -o send or tsend: count messages of seeded sizes from
+ *            1 B to -S, one tag, -W in flight, each checked when its
+ *            receive completes: length, CQ data, every byte, and that
+ *            the j-th receive holds message j)
  *            [-J ms] (with -X: the target sleeps that long before its
  *            first progress, so the initiator's first posts meet
  *            connections not yet accepted, for longer than a short
@@ -124,6 +128,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_ext_multirail.h>
 
@@ -245,6 +250,7 @@ static size_t check_poison(const char *p, size_t len)
 }
 
 static int compact_name;	/* -C: fi_getname into FI_NAME_MAX bytes */
+static int msg_stream;		/* -X with -o send or tsend */
 static int want_atomics;	/* -o atomic */
 static int flag_mode;		/* -F */
 static int wdata_iovs;		/* -I: writedata of two iovs */
@@ -274,7 +280,8 @@ static void setup(int raw)
 
 
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_RMA | (want_atomics ? FI_ATOMIC : 0);
+	hints->caps = FI_MSG | FI_RMA | (want_atomics ? FI_ATOMIC : 0) |
+		      (msg_stream ? FI_TAGGED : 0);
 	hints->mode = FI_CONTEXT;
 	if (thread_domain)
 		hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -331,8 +338,8 @@ static void setup(int raw)
 	CHK(fi_mr_reg(domain, cbuf, sizeof(cbuf), FI_SEND | FI_RECV, 0, 2, 0,
 		      &cmr, NULL));
 	CHK(fi_mr_reg(domain, buf, buf_size + SLACK,
-		      FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
-		      0, 1, 0, &mr, NULL));
+		      FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+		      (msg_stream ? FI_SEND | FI_RECV : 0), 0, 1, 0, &mr, NULL));
 }
 
 static void exchange_keys(int raw)
@@ -478,9 +485,11 @@ static uint64_t cq_data(const struct plan *p, uint64_t i)
 #define FLAG_DATA	0xF1A6u	/* the CQ data of -F's flag */
 
 static const char *op_name[] = { "write", "writev", "writedata", "read",
-				  "atomic", "injectdata" };
+				  "atomic", "injectdata", "send", "tsend" };
 #define OP_ATOMIC	4
 #define OP_INJECT	5	/* fi_inject_writedata of inject_size or less */
+#define OP_SEND		6	/* -X only: fi_senddata, a message stream */
+#define OP_TSEND	7	/* -X only: fi_tsenddata, one tag */
 #define ATOMIC_N	8	/* uint64 elements the atomics work on */
 
 /* -I: the first iov's share of a writedata of size bytes */
@@ -2112,6 +2121,214 @@ static void stream_target(int op, uint32_t count, size_t size, uint64_t seed)
 }
 
 
+/* ---- -X with -o send or tsend: a stream of messages --------------------- */
+
+/*
+ * Messages of seeded sizes from 1 byte to -S, one tag, W in flight, into
+ * W receives the target keeps posted.  Receives take messages in the order
+ * they were posted, so the j-th receive must hold message j: a message
+ * lost, repeated or overtaken shifts every later one into the wrong
+ * receive.  Each is checked when its completion is read: its length, its
+ * CQ data, every byte and the poison after it.
+ */
+#define MSGS_TAG	0x5eedull
+
+static size_t msgs_size(uint64_t seed, uint32_t i, size_t max)
+{
+	uint64_t x = (seed + i) * 0x9E3779B97F4A7C15ull | 1;
+	size_t n;
+
+	stream_word(&x);
+	n = 1 + (size_t) ((x >> 8) % ((size_t) 1 << (x % 24)));
+	return n < max ? n : max;
+}
+
+static ssize_t msgs_post(int op, char *p, size_t len, uint64_t data,
+			 void *ctx)
+{
+	void *desc = fi_mr_desc(mr);
+
+	return op == OP_TSEND ?
+	       fi_tsenddata(ep, p, len, desc, data, peer, MSGS_TAG, ctx) :
+	       fi_senddata(ep, p, len, desc, data, peer, ctx);
+}
+
+static void msgs_fail_entry(const char *who)
+{
+	struct fi_cq_err_entry err = { 0 };
+
+	fi_cq_readerr(cq, &err, 0);
+	die("%s: error completion: %s (len %zu, olen %zu)", who,
+	    fi_strerror(err.err), err.len, err.olen);
+}
+
+static void msgs_initiator(int op, uint32_t count, size_t max, int window,
+			   uint64_t seed)
+{
+	char *ctx = calloc(window, 1);
+	int *free_slots = malloc(window * sizeof(int)), nfree = window, s;
+	uint32_t posted = 0, done = 0;
+	size_t esz = format_size(init_format), len;
+	unsigned char e[16 * sizeof(struct fi_cq_tagged_entry)];
+	double idle_end = now() + STREAM_IDLE_S, tick = wall() + 1;
+	double last_done = now(), gap = 0;
+	uint64_t bytes = 0, last = 0, total = 0;
+	struct stream_msg m;
+	ssize_t r, i;
+
+	for (s = 0; s < window; s++)
+		free_slots[s] = s;
+	while (done < count) {
+		while (nfree && posted < count) {
+			s = free_slots[nfree - 1];
+			len = msgs_size(seed, posted, max);
+			stream_fill(buf + (size_t) s * stream_slot, len,
+				    seed + posted);
+			r = msgs_post(op, buf + (size_t) s * stream_slot, len,
+				      posted & data_mask, &ctx[s]);
+			if (r == -FI_EAGAIN)
+				break;
+			if (r)
+				die("msgs: post: %s", fi_strerror((int) -r));
+			ctx[s] = 1;
+			posted++;
+			nfree--;
+			total += len;
+		}
+		r = fi_cq_read(cq, e, 16);
+		if (r == -FI_EAVAIL)
+			msgs_fail_entry("msgs: a send");
+		for (i = 0; i < r; i++) {
+			char *c = ((struct fi_cq_entry *)
+				   (e + (size_t) i * esz))->op_context;
+
+			if (c < ctx || c >= ctx + window || *c != 1)
+				die("msgs: completion of a send not in flight");
+			*c = 0;
+			free_slots[nfree++] = (int) (c - ctx);
+			done++;
+			if (now() - last_done > gap)
+				gap = now() - last_done;
+			last_done = now();
+			idle_end = now() + STREAM_IDLE_S;
+		}
+		bytes = total;
+		if (wall() >= tick) {
+			printf("stream %.3f %lu\n", wall(),
+			       (unsigned long) (bytes - last));
+			fflush(stdout);
+			last = bytes;
+			tick += 1;
+		}
+		if (now() > idle_end)
+			die("msgs: no completion for %d s (%u of %u sent)",
+			    STREAM_IDLE_S, done, count);
+	}
+	m = (struct stream_msg) { STREAM_END, 0, 0 };
+	xsend(&m, sizeof(m));
+	xrecv(&m, sizeof(m));
+	if (m.bad)
+		die("msgs: the target found %lu wrong", (unsigned long) m.bad);
+	printf("msgs: %u %ss of 1 B to %zu B (%lu bytes), each received once, "
+	       "in order, every byte checked; longest wait for a send's "
+	       "completion %.1f s\n", count, op_name[op], max,
+	       (unsigned long) total, gap);
+	free(ctx);
+	free(free_slots);
+}
+
+/* Target: receive j (of slot s) posted. */
+static void msgs_post_recv(int op, int s, char *ctx)
+{
+	void *desc = fi_mr_desc(mr);
+	char *p = buf + (size_t) s * stream_slot;
+	ssize_t r;
+	double end = now() + TIMEOUT_S;
+
+	do {
+		r = op == OP_TSEND ?
+		    fi_trecv(ep, p, stream_slot, desc, FI_ADDR_UNSPEC,
+			     MSGS_TAG, 0, &ctx[s]) :
+		    fi_recv(ep, p, stream_slot, desc, FI_ADDR_UNSPEC, &ctx[s]);
+		if (r == -FI_EAGAIN)
+			fi_cq_read(cq, NULL, 0);
+	} while (r == -FI_EAGAIN && now() < end);
+	if (r)
+		die("msgs: receive: %s", fi_strerror((int) -r));
+}
+
+/* Target: the receive of slot s, the j-th posted, completed as e says. */
+static uint64_t msgs_check(const struct fi_cq_data_entry *e, int s,
+			   uint32_t j, size_t max, uint64_t seed)
+{
+	size_t want = msgs_size(seed, j, max);
+	const char *p = buf + (size_t) s * stream_slot;
+	size_t tail = stream_slot - want < 64 ? stream_slot - want : 64;
+	uint64_t bad = 0;
+
+	if (e->len != want || e->data != (j & data_mask) ||
+	    !(e->flags & FI_REMOTE_CQ_DATA)) {
+		fprintf(stderr, "FAIL: receive %u: len %zu data %lu, expected "
+			"%zu and %u\n", j, e->len, (unsigned long) e->data,
+			want, j);
+		return 1;
+	}
+	bad = stream_check(p, want, seed + j) + check_poison(p + want, tail);
+	if (bad)
+		fprintf(stderr, "FAIL: receive %u: %lu bad words or poison\n",
+			j, (unsigned long) bad);
+	memset(buf + (size_t) s * stream_slot, POISON, want + tail);
+	return bad;
+}
+
+static void msgs_target(int op, uint32_t count, size_t max, int window,
+			uint64_t seed)
+{
+	char *ctx = calloc(window, 1);
+	uint32_t *slot_j = calloc(window, sizeof(*slot_j)), next = 0, got = 0;
+	struct fi_cq_data_entry e[16];
+	double idle_end = now() + STREAM_IDLE_S;
+	struct stream_msg m;
+	uint64_t bad = 0;
+	ssize_t r, i;
+	int s;
+
+	memset(buf, POISON, buf_size);
+	for (s = 0; s < window && next < count; s++) {
+		slot_j[s] = next++;
+		msgs_post_recv(op, s, ctx);
+	}
+	while (got < count) {
+		r = fi_cq_read(cq, e, 16);
+		if (r == -FI_EAVAIL)
+			msgs_fail_entry("msgs: a receive");
+		for (i = 0; i < r; i++) {
+			char *c = e[i].op_context;
+
+			if (c < ctx || c >= ctx + window)
+				die("msgs: completion of no receive of ours");
+			s = (int) (c - ctx);
+			bad += msgs_check(&e[i], s, slot_j[s], max, seed);
+			got++;
+			idle_end = now() + STREAM_IDLE_S;
+			if (next < count) {
+				slot_j[s] = next++;
+				msgs_post_recv(op, s, ctx);
+			}
+		}
+		if (now() > idle_end)
+			die("msgs: nothing received for %d s (%u of %u)",
+			    STREAM_IDLE_S, got, count);
+	}
+	xrecv(&m, sizeof(m));
+	if (m.index != STREAM_END)
+		die("msgs: the initiator said %u", m.index);
+	m.bad = bad;
+	xsend(&m, sizeof(m));
+	free(ctx);
+	free(slot_j);
+}
+
 /* ---- -P: rounds of plain writes, each announced by a send ---------------- */
 
 /*
@@ -2659,7 +2876,9 @@ int main(int argc, char **argv)
 				 !strcmp(optarg, "writev") ? 1 :
 				 !strcmp(optarg, "writedata") ? 2 :
 				 !strcmp(optarg, "read") ? 3 :
-				 !strcmp(optarg, "injectdata") ? OP_INJECT : -1;
+				 !strcmp(optarg, "injectdata") ? OP_INJECT :
+				 !strcmp(optarg, "send") ? OP_SEND :
+				 !strcmp(optarg, "tsend") ? OP_TSEND : -1;
 			if (!strcmp(optarg, "all"))
 				nops = 5, ops[0] = 0;
 			else if (!strcmp(optarg, "atomic"))
@@ -2764,11 +2983,16 @@ int main(int argc, char **argv)
 	buf_size = (size_t) window * ((max_size < (1 << 20) ? max_size :
 				      (1 << 20)) + 128) + (max_size + 128) * 4;
 	if (stream_count) {
-		if (nops != 1 || (ops[0] != 0 && ops[0] != 2) || window > 256)
-			die("-X streams -o write or -o writedata, -W 256 at most");
+		msg_stream = ops[0] == OP_SEND || ops[0] == OP_TSEND;
+		if (nops != 1 || (ops[0] != 0 && ops[0] != 2 && !msg_stream) ||
+		    window > 256)
+			die("-X streams -o write, writedata, send or tsend, "
+			    "-W 256 at most");
 		stream_slot = (max_size + 63) & ~(size_t) 63;
 		buf_size = stream_slot * window;
 	}
+	if ((ops[0] == OP_SEND || ops[0] == OP_TSEND) && !stream_count)
+		die("-o send and -o tsend go with -X");
 	if (rounds_count) {
 		if (nops != 1 || (ops[0] != 0 && ops[0] != 2 && ops[0] != 3) ||
 		    window > 256 || stream_count ||
@@ -2832,6 +3056,9 @@ int main(int argc, char **argv)
 			else if (turns_count)
 				turns_initiator(turns_count, window,
 						stream_seed);
+			else if (msg_stream)
+				msgs_initiator(ops[0], stream_count, max_size,
+					       window, stream_seed);
 			else
 				stream_initiator(ops[0], stream_count,
 						 max_size, window, stream_seed);
@@ -2841,6 +3068,9 @@ int main(int argc, char **argv)
 				rounds_target(max_size, window, stream_seed);
 			else if (turns_count)
 				turns_target(turns_count, stream_seed);
+			else if (msg_stream)
+				msgs_target(ops[0], stream_count, max_size, window,
+					    stream_seed);
 			else
 				stream_target(ops[0], stream_count, max_size,
 					      stream_seed);
