@@ -48,13 +48,15 @@ stream() {
 	pid=$!
 }
 
-# flowing NAME: wait (10 s at most) for the stream's first second of
-# traffic, so that the fault comes while data flows, as each case means,
-# however long the two processes take to start
+# flowing NAME: wait (20 s at most) for two seconds of the stream's
+# traffic, so that the fault comes while data flows on every rail, as each
+# case means, however long the two processes take to start.  (A rail lost
+# while the others are still in first contact can leave the peer no rail:
+# docs/limits.md, "Failures".)
 flowing() {
 	i=0
-	while [ $i -lt 100 ]; do
-		awk '$1 == "stream" && $3 > 0 { f = 1 } END { exit !f }' \
+	while [ $i -lt 200 ]; do
+		awk '$1 == "stream" && $3 > 0 { f++ } END { exit f < 2 }' \
 			"failover-$1.log" 2>/dev/null && return 0
 		sleep 0.1
 		i=$((i + 1))
