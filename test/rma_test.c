@@ -1971,6 +1971,27 @@ static void turns_target(uint32_t count, uint64_t seed)
 
 /* Initiator: post while slots are free, report completions, free slots on
  * the target's verdict. */
+/* Once a wall-clock second: the bytes since the last line. */
+static void stream_report(double *tick, uint64_t bytes, uint64_t *last)
+{
+	if (wall() < *tick)
+		return;
+	printf("stream %.3f %lu\n", wall(), (unsigned long) (bytes - *last));
+	fflush(stdout);
+	*last = bytes;
+	*tick += 1;
+}
+
+/* The initiator's end of a stream: the target's count of what was wrong. */
+static uint64_t stream_end(void)
+{
+	struct stream_msg m = { STREAM_END, 0, 0 };
+
+	xsend(&m, sizeof(m));
+	xrecv(&m, sizeof(m));
+	return m.bad;
+}
+
 static void stream_initiator(int op, uint32_t count, size_t size, int window,
 			     uint64_t seed)
 {
@@ -2036,21 +2057,12 @@ static void stream_initiator(int op, uint32_t count, size_t size, int window,
 			free_slots[nfree++] = (int) m.slot;
 			verified++;
 		}
-		if (wall() >= tick) {
-			printf("stream %.3f %lu\n", wall(),
-			       (unsigned long) (bytes - last));
-			fflush(stdout);
-			last = bytes;
-			tick += 1;
-		}
+		stream_report(&tick, bytes, &last);
 		if (now() > idle_end)
 			die("stream: no completion for %d s (%u of %u verified)",
 			    STREAM_IDLE_S, verified, count);
 	}
-	m = (struct stream_msg) { STREAM_END, 0, 0 };
-	xsend(&m, sizeof(m));
-	xrecv(&m, sizeof(m));
-	if (m.bad)
+	if ((m.bad = stream_end()))
 		die("stream: the target saw %lu CQ data errors",
 		    (unsigned long) m.bad);
 	printf("stream: %u ops of %zu bytes, every byte verified, %s\n", count,
@@ -2172,7 +2184,7 @@ static void msgs_initiator(int op, uint32_t count, size_t max, int window,
 	unsigned char e[16 * sizeof(struct fi_cq_tagged_entry)];
 	double idle_end = now() + STREAM_IDLE_S, tick = wall() + 1;
 	double last_done = now(), gap = 0;
-	uint64_t bytes = 0, last = 0, total = 0;
+	uint64_t last = 0, total = 0;
 	struct stream_msg m;
 	ssize_t r, i;
 
@@ -2212,22 +2224,12 @@ static void msgs_initiator(int op, uint32_t count, size_t max, int window,
 			last_done = now();
 			idle_end = now() + STREAM_IDLE_S;
 		}
-		bytes = total;
-		if (wall() >= tick) {
-			printf("stream %.3f %lu\n", wall(),
-			       (unsigned long) (bytes - last));
-			fflush(stdout);
-			last = bytes;
-			tick += 1;
-		}
+		stream_report(&tick, total, &last);
 		if (now() > idle_end)
 			die("msgs: no completion for %d s (%u of %u sent)",
 			    STREAM_IDLE_S, done, count);
 	}
-	m = (struct stream_msg) { STREAM_END, 0, 0 };
-	xsend(&m, sizeof(m));
-	xrecv(&m, sizeof(m));
-	if (m.bad)
+	if ((m.bad = stream_end()))
 		die("msgs: the target found %lu wrong", (unsigned long) m.bad);
 	printf("msgs: %u %ss of 1 B to %zu B (%lu bytes), each received once, "
 	       "in order, every byte checked; longest wait for a send's "
