@@ -63,6 +63,22 @@ flowing() {
 	done
 }
 
+# settled RAIL: wait (10 s at most) until the initiator's end of RAIL,
+# just brought up, has its carrier and no tentative address, so that the
+# next run's fi_getinfo and fi_domain see the same interfaces (over 2.1 a
+# run started at once after the link came up had its fi_domain fail with
+# -FI_ENODATA)
+settled() {
+	i=0
+	while [ $i -lt 100 ]; do
+		ip -n mrl_a link show "vA$1" | grep -q LOWER_UP &&
+		! ip -n mrl_a addr show dev "vA$1" | grep -q tentative &&
+			return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+
 finish() {	# NAME: the stream's verdict
 	if wait "$pid" && grep -q '^PASS' "failover-$1.log"; then
 		grep '^stream:' "failover-$1.log"
@@ -120,6 +136,7 @@ down_for_good() {
 	ip -n mrl_a link set "vA$2" down
 	finish "$1"
 	ip -n mrl_a link set "vA$2" up
+	settled "$2"
 	grep -E '^rounds:' "failover-$1.log"
 	if [ "$(after "$1")" -lt 10 ]; then
 		echo "FAIL: fewer than 10 rounds sent after rail $2 went down"
@@ -135,6 +152,7 @@ echo "== plain writes and a send, rail 1's initiator end down for 5 s"
 rounds plain-5s 60
 fault=$(date +%s.%N)
 ip -n mrl_a link set vA1 down; sleep 5; ip -n mrl_a link set vA1 up
+settled 1
 finish plain-5s
 grep -E '^rounds:' "failover-plain-5s.log"
 
@@ -204,6 +222,7 @@ ip -n mrl_a link set vA0 down
 rounds wd-rail0-start 10 writedata
 finish wd-rail0-start
 ip -n mrl_a link set vA0 up
+settled 0
 grep -E '^rounds:' "failover-wd-rail0-start.log"
 if ! grep -q '^rounds: 10 of 4 ops each, [0-9]* bytes: 10 sent' \
 	"failover-wd-rail0-start.log"; then
