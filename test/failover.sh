@@ -9,7 +9,8 @@
 # while the initiator's end of rail 1 goes down for 5 s, and for good, and
 # rounds of plain writedata while the initiator's end of rail 0 goes down
 # (the kernel's default tcp_retries2: the op must end within seconds), and
-# from before the first op.
+# from before the first op; a stream of tagged sends while rail 0's
+# initiator end goes down for good.
 # The throughput while a rail is down is measured by
 # fabtests-ext/scripts/fi_multirail_failover (docs/reliability.md).
 export FI_PROVIDER_PATH="$(pwd)/.libs"
@@ -104,6 +105,30 @@ flowing write
 sleep 1
 link 2 down; sleep 4; link 2 up
 finish write
+
+# Tagged sends on the striped message path (rma_test -X with -o tsend: each
+# receive checked when it completes, the j-th holding message j), rail 0's
+# initiator end down for good: tcp completed the packets its socket took,
+# and the ACK watch finds the dead connection by its socket a deadline
+# after the ACK stopped, resets it and sends those messages again on the
+# other rails.  No send may wait longer than the deadline plus 5 s.
+echo "== tagged sends, rail 0's initiator end down for good"
+FI_MULTIRAIL_MESSAGES=striped FI_MULTIRAIL_RAIL_TIMEOUT_MS=1000 timeout 300 \
+	./test/rma_test -N mrl_a,mrl_b -o tsend -S 8388608 -W 8 -X 6000 \
+	>failover-msgs.log 2>&1 &
+pid=$!
+flowing msgs
+ip -n mrl_a link set vA0 down
+finish msgs
+ip -n mrl_a link set vA0 up
+settled 0
+grep '^msgs:' failover-msgs.log
+gap=$(sed -n 's/.*longest wait for a send.s completion \([0-9.]*\) s/\1/p' \
+	failover-msgs.log)
+if awk -v g="${gap:-99}" 'BEGIN { exit !(g > 6) }'; then
+	echo "FAIL: a send waited ${gap:-?} s for its completion (bound: 6 s)"
+	exit 1
+fi
 
 # rounds NAME COUNT [OP]: rounds of 4 plain 16 MiB writes and a send (or
 # of 4 writedata), in the background; under way once the log shows round 3

@@ -572,6 +572,7 @@ struct mrl_ep {
 	struct mrl_match_queue mq_msg, mq_tagged;
 	size_t min_multi_recv;
 	int pkt_rr;			/* rail turn among equally loaded */
+	uint64_t pkt_watch_ns;		/* the ACK watch's next look */
 	uint64_t pkt_dropped[MRL_PKT_DROP_KINDS];	/* by reason */
 	uint64_t msg_dups;		/* messages that came twice */
 };
@@ -836,9 +837,16 @@ void mrl_health_note_target(struct mrl_peer *peer, int nrails,
 void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,
 			   int err);
 void mrl_health_tick(struct mrl_ep *ep);
-/* mrl_reset.c: the connections reset (0 where the core has no sockets) */
+/* mrl_reset.c: the connections reset (0 where the core has no sockets);
+ * holding: only those holding bytes the peer's kernel has not
+ * acknowledged for quiet_ms (else also those that heard nothing) */
 int mrl_reset_peer_rail(struct mrl_ep *ep, const struct mrl_peer *peer,
-			int rail, unsigned quiet_ms);
+			int rail, unsigned quiet_ms, bool holding);
+bool mrl_health_acks_stalled(struct mrl_ep *ep, struct mrl_peer *peer,
+			     uint32_t rails);
+void mrl_health_pkt_probe_done(struct mrl_ep *ep, struct mrl_peer *peer,
+			       int rail, int err);
+ssize_t mrl_pkt_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_health_reset_asked(struct mrl_ep *ep, struct mrl_peer *peer,
 			    int rail);
 void mrl_connect_reset_rail(struct mrl_ep *ep, struct mrl_peer *peer, int rail);

@@ -243,6 +243,44 @@ void mrl_eager_resend(struct mrl_ep *ep, struct mrl_conn *conn, int rail)
 	}
 }
 
+/*
+ * The first packet of conn's oldest unacknowledged send, once more, when
+ * every packet of it went and completed (mrl_pkt.c's ACK watch): a peer
+ * that has the message whole takes it for a duplicate and ACKs at once,
+ * on the rail it came on.  The copy is nobody's send: its completion only
+ * frees it.
+ */
+void mrl_eager_nudge(struct mrl_ep *ep, struct mrl_conn *conn,
+		     struct mrl_peer *peer)
+{
+	struct mrl_pkt_buf *buf;
+	struct mrl_send *s;
+	size_t sent;
+	int rail;
+
+	if (mrl_list_empty(&conn->unacked))
+		return;
+	s = mrl_container_of(conn->unacked.next, struct mrl_send, ulink);
+	if (s->queued || s->out || s->err || s->acked)
+		return;
+	rail = mrl_pkt_rail(ep, peer);
+	buf = rail < 0 ? NULL : mrl_pkt_take_tx(ep, false);
+	if (!buf)
+		return;			/* the next deadline tries again */
+	if (s->eager) {
+		memcpy(buf->data, s->eager->data, s->eager->len);
+		buf->len = s->eager->len;
+	} else {
+		sent = s->sent;
+		s->sent = 0;
+		mrl_fill_packet(ep, s, buf);
+		s->sent = sent;
+	}
+	buf->conn = conn;
+	if (mrl_pkt_post(ep, peer, buf, rail))
+		mrl_pkt_put_tx(ep, buf);
+}
+
 /* An ACK from conn's peer: every message before next is home. */
 void mrl_eager_acked(struct mrl_ep *ep, struct mrl_conn *conn, uint32_t next)
 {
@@ -601,7 +639,9 @@ void mrl_eager_arrived(struct mrl_ep *ep, struct mrl_conn *conn,
 	struct mrl_rmsg *m = mrl_partial_find(conn, hdr->seq);
 
 	if (m) {
-		if (m->m.len != hdr->len || m->got + len > m->m.len) {
+		/* each segment counts once (its bit): one sent again may
+		 * come after the rest, so only its place is checked here */
+		if (m->m.len != hdr->len || offset + len > m->m.len) {
 			MRL_WARN_ONCE(FI_LOG_EP_DATA, "a segment that does "
 				      "not belong to its message: dropped\n");
 			return;

@@ -407,10 +407,11 @@ static bool mrl_held_on_down(const struct mrl_chunk *chunk, void *arg)
 }
 
 /* 1 where the connection was reset: the writes on it are gone */
-static int mrl_reset_conn(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+static int mrl_reset_conn(struct mrl_ep *ep, struct mrl_peer *peer, int rail,
+			  bool holding)
 {
 	int n = mrl_reset_peer_rail(ep, peer, rail,
-				    mrl_params.rail_timeout_ms);
+				    mrl_params.rail_timeout_ms, holding);
 
 	if (n <= 0)
 		return 0;
@@ -423,7 +424,7 @@ static int mrl_reset_conn(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 static void mrl_reset_peer(struct mrl_reset_pass *p, struct mrl_peer *peer)
 {
 	p->done[p->n++] = peer;
-	if (!mrl_reset_conn(p->ep, peer, p->rail))
+	if (!mrl_reset_conn(p->ep, peer, p->rail, false))
 		return;
 	MRL_WARN(FI_LOG_EP_DATA, "rail %d (%s): connection to a peer reset: "
 		 "it stalled for longer than FI_MULTIRAIL_RAIL_TIMEOUT_MS "
@@ -441,7 +442,7 @@ void mrl_health_reset_asked(struct mrl_ep *ep, struct mrl_peer *peer,
 			    int rail)
 {
 	mrl_assert_locked(ep->domain);
-	if (rail >= ep->nrails || !mrl_reset_conn(ep, peer, rail))
+	if (rail >= ep->nrails || !mrl_reset_conn(ep, peer, rail, false))
 		return;
 	MRL_INFO(FI_LOG_EP_DATA, "rail %d (%s): connection to a peer reset "
 		 "at its request\n", rail, mrl_rail_name(ep, rail));
@@ -479,6 +480,38 @@ static void mrl_reset_held(struct mrl_ep *ep, int rail)
 			mrl_reset_peer(&p, peer);
 	if (p.n < MRL_RESETS_PER_WATCH)
 		mrl_pkt_for_each_busy_peer(ep, rail, mrl_reset_packets, &p);
+}
+
+/*
+ * Our messages to peer have waited a deadline for an ACK that did not move,
+ * their packets completed on rails (mrl_pkt.c's ACK watch).  A socket
+ * core completes a send once its bytes are in the socket: a link that died
+ * holds them, and nothing of ours stays in flight for the stall watch to
+ * see.  The kernel knows: a rail whose connection to the peer holds bytes
+ * unacknowledged for the deadline is reset (nothing of it can land later)
+ * and taken out for the peer, and the messages go again on the others.
+ * True when a rail went out.
+ */
+bool mrl_health_acks_stalled(struct mrl_ep *ep, struct mrl_peer *peer,
+			     uint32_t rails)
+{
+	bool found = false;
+	int r;
+
+	mrl_assert_locked(ep->domain);
+	for (; rails; rails &= rails - 1) {
+		r = __builtin_ctz(rails);
+		if (r >= ep->nrails || (peer->rails_down & mrl_rail_bit(r)) ||
+		    !mrl_reset_conn(ep, peer, r, true))
+			continue;
+		mrl_rail_down(ep, peer, r, "messages had no ACK, and the "
+			      "connection held bytes its peer did not "
+			      "acknowledge, for longer than "
+			      "FI_MULTIRAIL_RAIL_TIMEOUT_MS");
+		mrl_connect_reset_rail(ep, peer, r);
+		found = true;
+	}
+	return found;
 }
 
 /* Message packets stuck there: as chunks (mrl_pkt.c sends them again). */
@@ -567,6 +600,27 @@ static void mrl_post_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 	ep->rails[rail].probes++;
 }
 
+/*
+ * A peer with no RMA target known (only messages between us) is probed
+ * with a message packet (mrl_pkt.c): over a socket core it completes once
+ * a connection carries it again (the one that stalled was reset when the
+ * rail went out).
+ */
+static void mrl_post_pkt_probe(struct mrl_ep *ep, struct mrl_peer *peer,
+			       int rail)
+{
+	ssize_t ret = mrl_pkt_probe(ep, peer, rail);
+
+	if (ret == -FI_EAGAIN)
+		return;			/* the next tick tries again */
+	if (ret) {
+		mrl_health_pkt_probe_done(ep, peer, rail, (int) ret);
+		return;
+	}
+	peer->health->probing |= mrl_rail_bit(rail);
+	ep->rails[rail].probes++;
+}
+
 static void mrl_probe_peer(struct mrl_ep *ep, struct mrl_peer *peer)
 {
 	struct mrl_peer_health *h = peer->health;
@@ -574,18 +628,20 @@ static void mrl_probe_peer(struct mrl_ep *ep, struct mrl_peer *peer)
 	int r;
 
 	for (r = 0; due && r < ep->nrails; r++) {
-		if ((due & mrl_rail_bit(r)) && h->rail[r].set &&
-		    ep->now_ns >= h->rail[r].at_ns)
+		if (!(due & mrl_rail_bit(r)) || ep->now_ns < h->rail[r].at_ns)
+			continue;
+		if (h->rail[r].set)
 			mrl_post_probe(ep, peer, r);
+		else if (ep->msg_striped)
+			mrl_post_pkt_probe(ep, peer, r);
 	}
 }
 
-void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,
-			   int err)
+/* A probe answered (err 0: the rail is back for peer) or failed. */
+static void mrl_probe_answered(struct mrl_ep *ep, struct mrl_peer *peer,
+			       int rail, int err)
 {
-	struct mrl_peer *peer = probe->peer;
 	struct mrl_peer_health *h = peer->health;
-	int rail = probe->rail;
 
 	h->probing &= ~mrl_rail_bit(rail);
 	if (!err) {
@@ -600,6 +656,21 @@ void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,
 	MRL_DBG(FI_LOG_EP_DATA, "rail %d: probe failed (%s); next in %lu ms\n",
 		rail, fi_strerror(-err),
 		(unsigned long) (mrl_backoff_ns(h, rail) / 1000000));
+}
+
+void mrl_health_probe_done(struct mrl_ep *ep, struct mrl_fence *probe,
+			   int err)
+{
+	mrl_probe_answered(ep, probe->peer, probe->rail, err);
+}
+
+void mrl_health_pkt_probe_done(struct mrl_ep *ep, struct mrl_peer *peer,
+			       int rail, int err)
+{
+	mrl_assert_locked(ep->domain);
+	if (peer->health && (peer->health->probing & mrl_rail_bit(rail) ||
+			     err))
+		mrl_probe_answered(ep, peer, rail, err);
 }
 
 static void mrl_probe_all(struct mrl_ep *ep)

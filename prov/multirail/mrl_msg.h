@@ -56,6 +56,12 @@ struct mrl_conn {
 						 * flight, by rail */
 	uint64_t tag[MRL_MAX_RAILS];	/* its packet tag on each rail
 					 * (0: not computed yet) */
+	int heard_rail;			/* its latest data packet's: our
+					 * ACKs go there */
+	/* the ACK watch (mrl_pkt_watch_acks): tx.acked when last seen to
+	 * move, and since when */
+	uint32_t ack_seen;
+	uint64_t ack_wait_ns;
 };
 
 struct mrl_pkt_buf {
@@ -65,6 +71,7 @@ struct mrl_pkt_buf {
 					 * (NULL: an inject's, an ACK) */
 	struct mrl_conn *conn;		/* tx: where it goes */
 	bool in_core;			/* tx: posted, not completed */
+	bool probe;			/* tx: a health probe (mrl_pkt_probe) */
 	int rail;
 	size_t len;
 	uint8_t data[MRL_PKT_BUF_SIZE];
@@ -174,6 +181,8 @@ ssize_t mrl_eager_send(struct mrl_ep *ep, struct mrl_peer *peer,
 		       struct mrl_send *s, bool inject);
 void mrl_eager_acked(struct mrl_ep *ep, struct mrl_conn *conn, uint32_t next);
 void mrl_eager_resend(struct mrl_ep *ep, struct mrl_conn *conn, int rail);
+void mrl_eager_nudge(struct mrl_ep *ep, struct mrl_conn *conn,
+		     struct mrl_peer *peer);
 void mrl_eager_fail(struct mrl_ep *ep, struct mrl_send *s, int err);
 void mrl_eager_fini(struct mrl_ep *ep);
 

@@ -129,6 +129,7 @@ struct mrl_pkt_buf *mrl_pkt_take_tx(struct mrl_ep *ep, bool for_ack)
 		buf->hdr.kind = MRL_REQ_PKT_TX;
 		buf->send = NULL;
 		buf->conn = NULL;
+		buf->probe = false;
 	}
 	return buf;
 }
@@ -379,20 +380,32 @@ static uint32_t mrl_pkt_ack_next(const struct mrl_conn *conn)
 	return next;
 }
 
-/* 0 once sent (or not to be: a peer the AV does not know, whose next
- * message asks again), -FI_EAGAIN to try later. */
-static int mrl_pkt_send_ack(struct mrl_ep *ep, struct mrl_conn *conn)
+/*
+ * An ACK goes on the rail the peer's latest packet came on while that rail
+ * serves the peer: a rail whose link died carries nothing more of the
+ * peer's once it took the rail out (its end may not know yet), so the ACK
+ * of what it sent again does not follow the lost ones.
+ */
+static int mrl_pkt_ack_rail(struct mrl_ep *ep, struct mrl_peer *peer,
+			    const struct mrl_conn *conn)
+{
+	int r = conn->heard_rail;
+
+	if (r < peer->nrails && !(peer->rails_down & mrl_rail_bit(r)) &&
+	    peer->rail[r].core_addr != FI_ADDR_NOTAVAIL)
+		return r;
+	return mrl_pkt_rail(ep, peer);
+}
+
+/* An ACK of what came from conn's peer, on rail: 0 or the core's error. */
+static ssize_t mrl_pkt_ack_on(struct mrl_ep *ep, struct mrl_conn *conn,
+			      struct mrl_peer *peer, int rail, bool probe)
 {
 	struct mrl_pkt_ack ack = { .next = mrl_pkt_ack_next(conn),
 				   .window = MRL_ORDER_WINDOW };
-	struct mrl_peer *peer = mrl_conn_peer(ep, conn);
 	struct mrl_pkt_buf *buf;
-	int rail;
 	ssize_t ret;
 
-	rail = peer && !peer->partial ? mrl_pkt_rail(ep, peer) : -1;
-	if (rail < 0)
-		return 0;
 	buf = mrl_pkt_take_tx(ep, true);
 	if (!buf)
 		return -FI_EAGAIN;
@@ -400,13 +413,46 @@ static int mrl_pkt_send_ack(struct mrl_ep *ep, struct mrl_conn *conn)
 	memcpy(buf->data + sizeof(struct mrl_pkt_hdr), &ack, sizeof(ack));
 	buf->len = sizeof(struct mrl_pkt_hdr) + sizeof(ack);
 	buf->conn = conn;
+	buf->probe = probe;
 	ret = mrl_pkt_post(ep, peer, buf, rail);
 	if (ret) {
 		mrl_pkt_put_tx(ep, buf);
-		return ret == -FI_EAGAIN ? -FI_EAGAIN : 0;
+		return ret;
 	}
 	conn->rx.acked = conn->rx.next;
 	return 0;
+}
+
+/* 0 once sent (or not to be: a peer the AV does not know, whose next
+ * message asks again), -FI_EAGAIN to try later. */
+static int mrl_pkt_send_ack(struct mrl_ep *ep, struct mrl_conn *conn)
+{
+	struct mrl_peer *peer = mrl_conn_peer(ep, conn);
+	int rail;
+
+	rail = peer && !peer->partial ? mrl_pkt_ack_rail(ep, peer, conn) : -1;
+	if (rail < 0)
+		return 0;
+	return mrl_pkt_ack_on(ep, conn, peer, rail, false) == -FI_EAGAIN ?
+	       -FI_EAGAIN : 0;
+}
+
+/*
+ * The health watch's probe of rail, out of service for peer, when no RMA
+ * target of the peer is known: an ACK, which the peer takes as any other
+ * (one that says less than an earlier one says nothing).  Its completion
+ * answers the probe (mrl_pkt_sent).
+ */
+ssize_t mrl_pkt_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
+{
+	struct mrl_conn *conn;
+
+	if (peer->partial || !ep->conns ||
+	    peer->rail[rail].core_addr == FI_ADDR_NOTAVAIL)
+		return -FI_EHOSTUNREACH;
+	conn = mrl_conn_get(ep, mrl_av_peer_id(peer), false);
+	return conn ? mrl_pkt_ack_on(ep, conn, peer, rail, true) :
+		      -FI_EHOSTUNREACH;
 }
 
 static void mrl_pkt_send_acks(struct mrl_ep *ep)
@@ -423,7 +469,60 @@ static void mrl_pkt_send_acks(struct mrl_ep *ep)
 	}
 }
 
-/* The health tick: the ACKs left for later go now. */
+/*
+ * The ACK watch: a conn whose ACK has not moved for a deadline while our
+ * sends wait for it has the rails those sends went on checked by the
+ * health watch (mrl_health_acks_stalled: a socket core's dead link holds
+ * completed packets, which the stall watch cannot see).  With none to
+ * blame, the peer may have everything and its ACK be lost in a dead
+ * link's socket at its end: a duplicate makes it ACK again.
+ */
+static void mrl_pkt_watch_conn(struct mrl_ep *ep, struct mrl_conn *conn,
+			       uint64_t deadline_ns)
+{
+	const struct mrl_list *e;
+	struct mrl_peer *peer;
+	uint32_t rails = 0;
+
+	if (mrl_list_empty(&conn->unacked)) {
+		conn->ack_wait_ns = 0;
+		return;
+	}
+	if (!conn->ack_wait_ns || conn->ack_seen != conn->tx.acked) {
+		conn->ack_seen = conn->tx.acked;
+		conn->ack_wait_ns = ep->now_ns;
+		return;
+	}
+	if (ep->now_ns - conn->ack_wait_ns <= deadline_ns)
+		return;
+	conn->ack_wait_ns = ep->now_ns;		/* once per deadline */
+	peer = mrl_conn_peer(ep, conn);
+	if (!peer || peer->partial)
+		return;
+	for (e = conn->unacked.next; e != &conn->unacked; e = e->next)
+		rails |= mrl_container_of(e, const struct mrl_send,
+					  ulink)->rails;
+	if (!mrl_health_acks_stalled(ep, peer, rails & ~peer->rails_down))
+		mrl_eager_nudge(ep, conn, peer);
+}
+
+static void mrl_pkt_watch_acks(struct mrl_ep *ep)
+{
+	uint64_t deadline_ns = (uint64_t) mrl_params.rail_timeout_ms *
+			       1000000;
+	struct mrl_conn *c;
+	size_t b;
+
+	/* a look every quarter deadline: a conn waits 1 to 1.25 of them */
+	if (!deadline_ns || ep->now_ns < ep->pkt_watch_ns)
+		return;
+	ep->pkt_watch_ns = ep->now_ns + deadline_ns / 4;
+	for (b = 0; b < MRL_CONN_BUCKETS; b++)
+		for (c = ep->conns[b]; c; c = c->next)
+			mrl_pkt_watch_conn(ep, c, deadline_ns);
+}
+
+/* The health tick: the ACKs left for later go now; the ACK watch. */
 void mrl_pkt_tick(struct mrl_ep *ep)
 {
 	struct mrl_conn *conn;
@@ -433,6 +532,8 @@ void mrl_pkt_tick(struct mrl_ep *ep)
 					struct mrl_conn, ack_link);
 		mrl_pkt_ack_due(ep, conn, true);
 	}
+	if (ep->conns)
+		mrl_pkt_watch_acks(ep);
 }
 
 /* ---- rails that fail ---------------------------------------------------- */
@@ -512,6 +613,9 @@ static void mrl_pkt_ack_arrived(struct mrl_ep *ep,
 	struct mrl_pkt_ack ack;
 
 	memcpy(&ack, body, sizeof(ack));
+	/* a peer we never sent to may ACK nothing (a health probe) */
+	if (!conn && !ack.next)
+		return;
 	/* an ACK that an earlier one overtook on a faster rail says less */
 	if (conn && (int32_t) (ack.next - conn->tx.acked) < 0)
 		return;
@@ -524,7 +628,7 @@ static void mrl_pkt_ack_arrived(struct mrl_ep *ep,
 	mrl_eager_acked(ep, conn, ack.next);
 }
 
-static void mrl_pkt_data_arrived(struct mrl_ep *ep,
+static void mrl_pkt_data_arrived(struct mrl_ep *ep, int rail,
 				 const struct mrl_pkt_hdr *hdr,
 				 const uint8_t *body, size_t len)
 {
@@ -533,6 +637,7 @@ static void mrl_pkt_data_arrived(struct mrl_ep *ep,
 
 	if (!conn)
 		return;
+	conn->heard_rail = rail;
 	if (hdr->type == MRL_PKT_MEDIUM) {
 		memcpy(&seg, body, sizeof(seg));
 		body += sizeof(seg);
@@ -559,7 +664,8 @@ static void mrl_pkt_received(struct mrl_ep *ep, struct mrl_pkt_buf *buf,
 	switch (hdr.type) {
 	case MRL_PKT_EAGER:
 	case MRL_PKT_MEDIUM:
-		mrl_pkt_data_arrived(ep, &hdr, body, len - sizeof(hdr));
+		mrl_pkt_data_arrived(ep, buf->rail, &hdr, body,
+				     len - sizeof(hdr));
 		break;
 	case MRL_PKT_ACK:
 		mrl_pkt_ack_arrived(ep, &hdr, body);
@@ -587,8 +693,14 @@ static void mrl_pkt_sent(struct mrl_ep *ep, struct mrl_pkt_buf *buf, int err)
 	mrl_nonchunk_done(ep, rail);
 	if (conn)
 		conn->rail_out[rail]--;
-	if (err && err != -FI_ECANCELED && conn &&
-	    mrl_pkt_path_failed(ep, conn, rail, err))
+	if (buf->probe && conn) {
+		struct mrl_peer *peer = mrl_conn_peer(ep, conn);
+
+		if (peer)
+			mrl_health_pkt_probe_done(ep, peer, rail, err);
+	}
+	/* a reset connection's core may cancel what it still held */
+	if (err && conn && mrl_pkt_path_failed(ep, conn, rail, err))
 		err = MRL_PKT_VOID;	/* it goes again on the other rails */
 	mrl_eager_sent(ep, buf, err);
 }

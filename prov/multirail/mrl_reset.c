@@ -29,7 +29,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h>		/* tcp_info with tcpi_snd_wnd */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -103,15 +104,32 @@ static bool mrl_sock_between(int fd, const union mrl_sockaddr *ours,
 
 /*
  * Has the kernel heard nothing on fd for quiet_ms: no ACK of data it
- * still holds, or nothing at all?
+ * still holds, or (unless holding) nothing at all?  holding asks for data
+ * that the path, not the peer, holds back: sent, sent again at least once
+ * (tcpi_backoff) and unacknowledged, or waiting under an open window with
+ * its probes backing off (a link that died with nothing in flight).  A
+ * peer's kernel acknowledges what arrives whether its process reads or
+ * not; one whose process does not read closes its window (tcpi_snd_wnd
+ * 0), and that is not a dead path.  A connection idle for a while and
+ * just sent to holds data a moment, not sent again.
  */
-static bool mrl_sock_stalled(int fd, unsigned quiet_ms)
+static bool mrl_sock_stalled(int fd, unsigned quiet_ms, bool holding)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
+	bool window;
 
+	memset(&ti, 0, sizeof(ti));
 	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len))
 		return false;
+	if (holding) {
+		/* kernels before 5.4 do not say the window: in flight only */
+		window = len >= offsetof(struct tcp_info, tcpi_snd_wnd) +
+				sizeof(ti.tcpi_snd_wnd) &&
+			 ti.tcpi_notsent_bytes && ti.tcpi_snd_wnd;
+		return (ti.tcpi_unacked || window) && ti.tcpi_backoff &&
+		       ti.tcpi_last_ack_recv >= quiet_ms;
+	}
 	if (ti.tcpi_unacked || ti.tcpi_backoff)
 		return ti.tcpi_last_ack_recv >= quiet_ms;
 	return ti.tcpi_last_data_recv >= quiet_ms &&
@@ -139,7 +157,8 @@ static int mrl_sock_disconnect(int fd)
 }
 
 static int mrl_reset_scan(const union mrl_sockaddr *ours,
-			  const union mrl_sockaddr *theirs, unsigned quiet_ms)
+			  const union mrl_sockaddr *theirs, unsigned quiet_ms,
+			  bool holding)
 {
 	struct dirent *d;
 	DIR *dir;
@@ -155,7 +174,7 @@ static int mrl_reset_scan(const union mrl_sockaddr *ours,
 		if (*end || end == d->d_name || fd == dirfd(dir))
 			continue;
 		if (mrl_sock_between((int) fd, ours, theirs) &&
-		    mrl_sock_stalled((int) fd, quiet_ms) &&
+		    mrl_sock_stalled((int) fd, quiet_ms, holding) &&
 		    !mrl_sock_disconnect((int) fd))
 			n++;
 	}
@@ -179,7 +198,7 @@ static int mrl_sockaddr_of(union mrl_sockaddr *out, const void *addr,
 }
 
 int mrl_reset_peer_rail(struct mrl_ep *ep, const struct mrl_peer *peer,
-			int rail, unsigned quiet_ms)
+			int rail, unsigned quiet_ms, bool holding)
 {
 	const struct mrl_addr_hdr *hdr = peer->addr;
 	union mrl_sockaddr ours, theirs;
@@ -194,5 +213,5 @@ int mrl_reset_peer_rail(struct mrl_ep *ep, const struct mrl_peer *peer,
 	    mrl_sockaddr_of(&theirs, mrl_addr_rail(hdr, rail),
 			    hdr->rail_addrlen))
 		return 0;
-	return mrl_reset_scan(&ours, &theirs, quiet_ms);
+	return mrl_reset_scan(&ours, &theirs, quiet_ms, holding);
 }
