@@ -64,16 +64,19 @@ flowing() {
 	done
 }
 
-# settled RAIL: wait (10 s at most) until the initiator's end of RAIL,
-# just brought up, has its carrier and no tentative address, so that the
-# next run's fi_getinfo and fi_domain see the same interfaces (over 2.1 a
-# run started at once after the link came up had its fi_domain fail with
-# -FI_ENODATA)
+# settled RAIL: wait (10 s at most) until both ends of RAIL, its
+# initiator's end just brought up, have their carrier and no tentative
+# address.  A veth end whose peer is down has no carrier, and 2.x's tcp
+# lists no interface without one: a run started at once after the link
+# came up had fi_domain fail with -FI_ENODATA on both sides (over 2.1, when
+# another test loaded the machine).
 settled() {
 	i=0
 	while [ $i -lt 100 ]; do
 		ip -n mrl_a link show "vA$1" | grep -q LOWER_UP &&
+		ip -n mrl_b link show "vB$1" | grep -q LOWER_UP &&
 		! ip -n mrl_a addr show dev "vA$1" | grep -q tentative &&
+		! ip -n mrl_b addr show dev "vB$1" | grep -q tentative &&
 			return 0
 		sleep 0.1
 		i=$((i + 1))
