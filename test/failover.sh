@@ -135,16 +135,27 @@ fi
 
 # rounds NAME COUNT [OP]: rounds of 4 plain 16 MiB writes and a send (or
 # of 4 writedata), in the background; under way once the log shows round 3
+# (A start whose fi_domain finds no interface, in both processes, is
+# started once more after 3 s: over 2.1, in CI, a run started after a
+# link came back up had both fail -FI_ENODATA though settled() saw both
+# ends up; not seen here unless another test loads the machine.)
 rounds() {
-	FI_MULTIRAIL_RAIL_TIMEOUT_MS=${deadline_ms:-1000} timeout 300 ./test/rma_test \
-		-N mrl_a,mrl_b -o "${3:-write}" -S 16777216 -W 4 -P "$2" \
-		>"failover-$1.log" 2>&1 &
-	pid=$!
-	i=0
-	while [ $i -lt 100 ] &&
-	      ! grep -q '^round 3 ' "failover-$1.log" 2>/dev/null; do
-		sleep 0.1
-		i=$((i + 1))
+	for try in 1 2; do
+		FI_MULTIRAIL_RAIL_TIMEOUT_MS=${deadline_ms:-1000} timeout 300 \
+			./test/rma_test -N mrl_a,mrl_b -o "${3:-write}" \
+			-S 16777216 -W 4 -P "$2" >"failover-$1.log" 2>&1 &
+		pid=$!
+		i=0
+		while [ $i -lt 100 ] &&
+		      ! grep -q '^round 3 ' "failover-$1.log" 2>/dev/null; do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+			i=$((i + 1))
+		done
+		grep -q 'FAIL: fi_domain(.*-61' "failover-$1.log" || return 0
+		wait "$pid"
+		echo "note: $1: fi_domain found no interface at the start; again in 3 s"
+		sleep 3
 	done
 }
 

@@ -559,6 +559,8 @@ struct mrl_ep {
 	struct mrl_pkt_buf *pkt_tx_free;
 	size_t pkt_tx_nfree;
 	struct mrl_pkt_buf *pkt_backlog, **pkt_backlog_tail;
+	struct mrl_pkt_buf *pkt_rx_unposted;	/* receives the core refused
+						 * again: the tick retries */
 	struct mrl_send *msg_sends, *msg_send_free;
 	void *msg_recv_cache, *msg_rmsg_cache;	/* freed, for reuse */
 	unsigned int msg_nrecv_cache, msg_nrmsg_cache;

@@ -640,13 +640,14 @@ void mrl_eager_arrived(struct mrl_ep *ep, struct mrl_conn *conn,
 
 	if (m) {
 		/* each segment counts once (its bit): one sent again may
-		 * come after the rest, so only its place is checked here */
+		 * come after the rest, so only its place is checked here;
+		 * an eager message's one packet came already */
 		if (m->m.len != hdr->len || offset + len > m->m.len) {
 			MRL_WARN_ONCE(FI_LOG_EP_DATA, "a segment that does "
 				      "not belong to its message: dropped\n");
 			return;
 		}
-		if (mrl_rmsg_seg_new(m, offset))
+		if (m->segs && mrl_rmsg_seg_new(m, offset))
 			mrl_rmsg_place(ep, m, offset, payload, len);
 		else
 			ep->msg_dups++;

@@ -116,6 +116,33 @@ static int mrl_pkt_post_rx(struct mrl_ep *ep, struct mrl_pkt_buf *buf)
 	return ret;
 }
 
+/*
+ * A receive buffer back to its rail's core.  One the core refuses (a NIC
+ * failing) waits for the health tick, so that the rail, once back in
+ * service, still has its receives: without them what a peer sends there
+ * is never taken.
+ */
+static void mrl_pkt_repost_rx(struct mrl_ep *ep, struct mrl_pkt_buf *buf)
+{
+	if (!mrl_pkt_post_rx(ep, buf))
+		return;
+	buf->next_free = ep->pkt_rx_unposted;
+	ep->pkt_rx_unposted = buf;
+}
+
+static void mrl_pkt_retry_rx(struct mrl_ep *ep)
+{
+	struct mrl_pkt_buf *buf = ep->pkt_rx_unposted;
+
+	ep->pkt_rx_unposted = NULL;
+	while (buf) {
+		struct mrl_pkt_buf *next = buf->next_free;
+
+		mrl_pkt_repost_rx(ep, buf);
+		buf = next;
+	}
+}
+
 /* A send buffer; the last MRL_PKT_ACK_RESERVE only for an ACK. */
 struct mrl_pkt_buf *mrl_pkt_take_tx(struct mrl_ep *ep, bool for_ack)
 {
@@ -534,6 +561,8 @@ void mrl_pkt_tick(struct mrl_ep *ep)
 	}
 	if (ep->conns)
 		mrl_pkt_watch_acks(ep);
+	if (ep->pkt_rx_unposted)
+		mrl_pkt_retry_rx(ep);
 }
 
 /* ---- rails that fail ---------------------------------------------------- */
@@ -721,7 +750,7 @@ void mrl_pkt_completed(struct mrl_ep *ep, struct mrl_pkt_buf *buf, size_t len,
 	else
 		mrl_pkt_received(ep, buf, len);
 	ep->rails[buf->rail].pkts_received++;
-	mrl_pkt_post_rx(ep, buf);
+	mrl_pkt_repost_rx(ep, buf);
 }
 
 /* ---- teardown ----------------------------------------------------------- */
