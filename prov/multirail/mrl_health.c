@@ -606,6 +606,9 @@ static void mrl_post_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
  * a connection carries it again (the one that stalled was reset when the
  * rail went out).
  */
+static void mrl_probe_answered(struct mrl_ep *ep, struct mrl_peer *peer,
+			       int rail, int err);
+
 static void mrl_post_pkt_probe(struct mrl_ep *ep, struct mrl_peer *peer,
 			       int rail)
 {
@@ -614,7 +617,7 @@ static void mrl_post_pkt_probe(struct mrl_ep *ep, struct mrl_peer *peer,
 	if (ret == -FI_EAGAIN)
 		return;			/* the next tick tries again */
 	if (ret) {
-		mrl_health_pkt_probe_done(ep, peer, rail, (int) ret);
+		mrl_probe_answered(ep, peer, rail, (int) ret);
 		return;
 	}
 	peer->health->probing |= mrl_rail_bit(rail);
@@ -668,8 +671,7 @@ void mrl_health_pkt_probe_done(struct mrl_ep *ep, struct mrl_peer *peer,
 			       int rail, int err)
 {
 	mrl_assert_locked(ep->domain);
-	if (peer->health && (peer->health->probing & mrl_rail_bit(rail) ||
-			     err))
+	if (peer->health && (peer->health->probing & mrl_rail_bit(rail)))
 		mrl_probe_answered(ep, peer, rail, err);
 }
 
