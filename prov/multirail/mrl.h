@@ -914,20 +914,63 @@ static inline uint64_t mrl_rma_comp_flags(enum mrl_op_kind kind)
 MRL_DECLARE_FREE_STACK(struct mrl_rma_req, mrl_rma_req_stack)
 
 /*
- * An RMA op's one completion (the engine's op_done): the user's counter
- * and CQ entry, this one honouring FI_SELECTIVE_COMPLETION (an error's
- * not), then its request back to the pool.  Domain locked (its CQ write
- * asserts it).  Every op comes here: inline in progress, errors out of
- * line.
+ * A run of RMA ops completing straight into the user's read (progress's
+ * fast path, mrl_progress.c): where the next entry goes and in what
+ * format, and the free requests' top, kept here (a register) until
+ * mrl_rma_run_end.  Only whole ops under rma_cq_only come this way, with
+ * room checked in the reader's buffer: see mrl_rma_complete.
+ */
+struct mrl_rma_run {
+	char *out;
+	enum fi_cq_format format;
+	size_t size;
+	struct mrl_rma_req *free_reqs;
+};
+
+static inline void mrl_rma_run_begin(struct mrl_ep *ep, struct mrl_cq *cq,
+				     struct mrl_rma_run *run,
+				     enum fi_cq_format format, size_t size)
+{
+	run->out = mrl_cq_direct_at(cq);
+	run->format = format;
+	run->size = size;
+	run->free_reqs = ep->rma_free;
+}
+
+/* The run's n entries handed to the reader, its requests back to the pool. */
+static inline void mrl_rma_run_end(struct mrl_ep *ep, struct mrl_cq *cq,
+				   const struct mrl_rma_run *run, size_t n)
+{
+	ep->rma_free = run->free_reqs;
+	mrl_cq_direct_commit(cq, run->out, n);
+}
+
+/*
+ * An RMA op's one completion: the user's counter and CQ entry, this one
+ * honouring FI_SELECTIVE_COMPLETION (an error's not), then its request
+ * back to the pool.  Domain locked (its CQ write asserts it).  Every op
+ * comes here: through the engine's op_done (mrl_rma_done), or in a run
+ * (run set).  A run's op is a whole one (no writedata, no pieces) of an
+ * endpoint with rma_cq_only (no counter, every op an entry), fine, and
+ * the run's buffer has room: the rule below, with those answers known.
  */
 static inline __attribute__((always_inline))
-void mrl_rma_done(void *owner, struct mrl_op *op, int err)
+void mrl_rma_complete(struct mrl_ep *ep, struct mrl_op *op, int err,
+		      struct mrl_rma_run *run)
 {
-	struct mrl_ep *ep = owner;
 	struct mrl_rma_req *req = mrl_container_of(op, struct mrl_rma_req, op);
 	bool read = op->kind == MRL_OP_READ;
 	uint64_t flags = mrl_rma_comp_flags(op->kind);
 
+	if (run) {
+		assert(ep->rma_cq_only && !err && !req->write_data &&
+		       !req->parent);
+		mrl_cq_entry_fill(run->out, run->format, op->context, flags,
+				  op->len, NULL, 0, 0);
+		run->out += run->size;
+		mrl_rma_req_stack_push(&run->free_reqs, req);
+		return;
+	}
 	if (__builtin_expect(req->write_data || req->parent, 0)) {
 		if (req->parent) {
 			mrl_rma_piece_done(ep, req, err);
@@ -942,9 +985,7 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 	if (err) {
 		mrl_ep_report_err(ep, ep->tx_cq, op->context, flags, err,
 				  req->prov_errno, 0);
-		req->prov_errno = 0;
 	} else {
-		/* rma_cq_only: no counter, every op an entry */
 		if (!ep->rma_cq_only)
 			mrl_cntr_inc(read ? ep->cntr_read : ep->cntr_write);
 		if (ep->rma_cq_only ||
@@ -953,9 +994,16 @@ void mrl_rma_done(void *owner, struct mrl_op *op, int err)
 		      (op->flags & FI_COMPLETION))))
 			mrl_cq_write(ep->tx_cq, op->context, flags, op->len,
 				     NULL, 0, 0, FI_ADDR_NOTAVAIL);
-		req->prov_errno = 0;	/* a chunk failed, and went again */
 	}
+	req->prov_errno = 0;	/* a chunk may have failed, and gone again */
 	mrl_rma_req_stack_push(&ep->rma_free, req);
+}
+
+/* The engine's op_done: inline in progress, errors out of line. */
+static inline __attribute__((always_inline))
+void mrl_rma_done(void *owner, struct mrl_op *op, int err)
+{
+	mrl_rma_complete(owner, op, err, NULL);
 }
 
 /* A 64-bit key's bits mixed for a power-of-two table (keys may be

@@ -42,7 +42,7 @@ static int mrl_bind_av(struct mrl_ep *ep, struct mrl_av *av)
 	return 0;
 }
 
-/* What an RMA op's completion is: see mrl_rma_done. */
+/* What an RMA op's completion is: see mrl_rma_complete. */
 static void mrl_note_rma_completion(struct mrl_ep *ep)
 {
 	ep->rma_cq_only = ep->tx_cq &&

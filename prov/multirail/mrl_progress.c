@@ -14,8 +14,8 @@
  * or 32 rails.  Then the control backlog and the engine get their turn:
  * chunks waiting for credit go out as the completions above return it.
  * User operations
- * are reported to our CQs and counters from here (mrl_rma_done,
- * mrl_ep_report_err).
+ * are reported to our CQs and counters from here (RMA ops through
+ * mrl_rma_complete, errors through mrl_ep_report_err).
  * Called with the domain locked, from CQ and counter reads and from posts
  * the core refused.
  */
@@ -293,10 +293,10 @@ mrl_whole_chunk(const struct fi_cq_tagged_entry *e)
 }
 
 /*
- * mrl_whole_to_reader's loop, the CQ's format a constant in each copy: each
- * op's entry as mrl_rma_done writes it under rma_cq_only.  Nothing else
- * takes or gives requests or chunks meanwhile: the free lists' tops stay
- * in registers.
+ * mrl_whole_to_reader's loop, the CQ's format a constant in each copy:
+ * each entry's chunk back to the engine, its op completed into the
+ * reader's buffer.  Nothing else takes or gives requests or chunks
+ * meanwhile: both free stacks' tops stay in registers (the runs).
  */
 static inline __attribute__((always_inline))
 ssize_t mrl_whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
@@ -304,37 +304,31 @@ ssize_t mrl_whole_out(struct mrl_ep *ep, struct mrl_cq *cq,
 		      struct mrl_returns *back, enum fi_cq_format format,
 		      size_t size)
 {
-	struct mrl_rma_req *free_reqs = ep->rma_free;
-	struct mrl_chunk *free_chunks = ep->engine.free_top;
-	char *out = mrl_cq_direct_at(cq);
+	struct mrl_engine_run chunks;
+	struct mrl_rma_run ops;
 	struct mrl_chunk *chunk;
-	struct mrl_op *op;
 	ssize_t i;
 
 	if (n > (ssize_t) mrl_cq_direct_room(cq))
 		n = mrl_cq_direct_room(cq);
+	mrl_engine_run_begin(&ep->engine, &chunks);
+	mrl_rma_run_begin(ep, cq, &ops, format, size);
 	for (i = 0; i < n; i++) {
 		chunk = mrl_whole_chunk(&e[i]);
 		if (!chunk)
 			break;
-		op = mrl_engine_whole_back_to(chunk, back, &free_chunks);
-		mrl_cq_entry_fill(out, format, op->context,
-				  mrl_rma_comp_flags(op->kind), op->len, NULL,
-				  0, 0);
-		out += size;
-		mrl_rma_req_stack_push(&free_reqs,
-				 mrl_container_of(op, struct mrl_rma_req, op));
+		mrl_rma_complete(ep, mrl_engine_run_back(&chunks, chunk, back),
+				 0, &ops);
 	}
-	ep->rma_free = free_reqs;
-	ep->engine.free_top = free_chunks;
-	mrl_cq_direct_commit(cq, out, i);
+	mrl_engine_run_end(&ep->engine, &chunks);
+	mrl_rma_run_end(ep, cq, &ops, i);
 	return i;
 }
 
 /*
  * The fast path's completions straight to the user's read:
  * from e on, while each entry is a whole chunk back fine and the reader's
- * buffer has room, its op's entry goes there.  What mrl_rma_done and
+ * buffer has room, its op's entry goes there.  What mrl_rma_complete and
  * mrl_cq_write ask of each entry is asked once for the run: an RMA op's
  * completion is a tx CQ entry alone (rma_cq_only), that CQ is being read,
  * and no source is asked for (a tx entry has none: the general way writes

@@ -427,6 +427,34 @@ static inline struct mrl_op *mrl_engine_whole_back(struct mrl_engine *eng,
 	return mrl_engine_whole_back_to(chunk, back, &eng->free_top);
 }
 
+/*
+ * A run of whole chunks back (progress's fast path): the free stack's top
+ * kept in the run (a register) until mrl_engine_run_end puts it back.
+ * Nothing else may take or free chunks between begin and end.
+ */
+struct mrl_engine_run {
+	struct mrl_chunk *free_top;
+};
+
+static inline void mrl_engine_run_begin(const struct mrl_engine *eng,
+					struct mrl_engine_run *run)
+{
+	run->free_top = eng->free_top;
+}
+
+static inline struct mrl_op *mrl_engine_run_back(struct mrl_engine_run *run,
+						 struct mrl_chunk *chunk,
+						 struct mrl_returns *back)
+{
+	return mrl_engine_whole_back_to(chunk, back, &run->free_top);
+}
+
+static inline void mrl_engine_run_end(struct mrl_engine *eng,
+				      const struct mrl_engine_run *run)
+{
+	eng->free_top = run->free_top;
+}
+
 /* The credit of the whole chunks back from rail since the last call. */
 static inline void mrl_engine_returned(struct mrl_engine *eng, int rail,
 				       struct mrl_returns *back)
