@@ -173,30 +173,23 @@ static void test_device(void)
 	uint32_t rr = 0, rails;
 	size_t chunk;
 
-	mrl_sched_device(&host, true, 0, &dev);
+	mrl_sched_device(&host, true, &dev);
 	rails = mrl_sched_rails(&dev, 0xf, 16 * MiB, 0, &rr, &chunk);
 	check(rails == 0xf && chunk == 16 * MiB,
 	      "device over shm: 16 MiB whole to the least busy of 0xf "
 	      "(0x%x, chunk %zu)", rails, chunk);
 	split.policy = MRL_POLICY_SPLIT;
-	mrl_sched_device(&split, true, 0, &dev);
+	mrl_sched_device(&split, true, &dev);
 	rails = mrl_sched_rails(&dev, 0xf, 16 * MiB, 0, &rr, &chunk);
 	check(chunk == 16 * MiB, "device over shm, SPLIT: still whole "
 	      "(chunk %zu)", chunk);
 	check(dev.unmetered, "device over shm: no byte budget per rail");
-	mrl_sched_device(&host, false, 0, &dev);
+	mrl_sched_device(&host, false, &dev);
 	rails = mrl_sched_rails(&dev, 0xf, 16 * MiB, 0, &rr, &chunk);
 	check(chunk == 256 * KiB, "device over a NIC: the host's 256 KiB "
 	      "chunks (chunk %zu)", chunk);
 	check(!dev.unmetered && !host.unmetered, "a NIC's byte budget holds "
 	      "for device memory, and for host memory everywhere");
-	mrl_sched_device(&host, true, 1 * MiB, &dev);
-	rails = mrl_sched_rails(&dev, 0xf, 16 * MiB, 0, &rr, &chunk);
-	check(chunk == 256 * KiB, "device over shm with HMEM_STRIPE_MIN: "
-	      "striped in the host's chunks (chunk %zu)", chunk);
-	rails = mrl_sched_rails(&dev, 0xf, 512 * KiB, 0, &rr, &chunk);
-	check(chunk == 512 * KiB, "device, under HMEM_STRIPE_MIN: whole "
-	      "(chunk %zu)", chunk);
 	(void) rails;
 }
 

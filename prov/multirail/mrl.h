@@ -81,7 +81,6 @@ struct mrl_params {
 	char *core_fabric;	/* one of the core's fabrics (efa-direct) */
 	size_t chunk_size;
 	size_t stripe_min;
-	size_t hmem_stripe_min;	/* 0: by the core */
 	char *policy;
 	char *topo_xml;		/* hwloc XML instead of this host */
 	int rails_per_gpu;	/* 0: every rail of the closest class */

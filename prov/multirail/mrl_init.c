@@ -916,9 +916,6 @@ static const struct mrl_param_def mrl_param_defs[] = {
 	  "Largest piece of a striped operation on one rail, at least 4096" },
 	{ "stripe_min", FI_PARAM_SIZE_T, &mrl_params.stripe_min,
 	  64 * 1024, 0, "Operations smaller than this go whole on one rail" },
-	{ "hmem_stripe_min", FI_PARAM_SIZE_T, &mrl_params.hmem_stripe_min,
-	  0, 0, "Device-memory (FI_HMEM) operations smaller than this go "
-	  "whole on one rail; 0: over shm never split, else stripe_min" },
 	{ "policy", FI_PARAM_STRING, &mrl_params.policy, 0, 0,
 	  "auto (small ops fill a rail, then the next; large ops split), "
 	  "split (every op over all rails) or roundrobin (whole ops "

@@ -160,7 +160,7 @@ void mrl_rma_sched_init(struct mrl_ep *ep)
 	mrl_rma_tx_flags_set(ep, ep->tx_op_flags);
 	mrl_sched_device(&ep->sched,
 			 !strcmp(core->fabric_attr->prov_name, "shm"),
-			 mrl_params.hmem_stripe_min, &ep->sched_device);
+			 &ep->sched_device);
 }
 
 void mrl_rma_fini(struct mrl_ep *ep)

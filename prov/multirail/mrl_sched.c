@@ -76,16 +76,13 @@ uint32_t mrl_sched_rails_any(const struct mrl_sched_params *p, uint32_t use,
 }
 
 void mrl_sched_device(const struct mrl_sched_params *host, bool copy_engine,
-		      size_t stripe_min, struct mrl_sched_params *device)
+		      struct mrl_sched_params *device)
 {
 	*device = *host;
-	if (copy_engine)
-		device->unmetered = true;
-	if (copy_engine && !stripe_min) {
-		device->stripe_min = SIZE_MAX;
-		if (device->policy == MRL_POLICY_SPLIT)
-			device->policy = MRL_POLICY_AUTO;
-	}
-	if (stripe_min)
-		device->stripe_min = stripe_min;
+	if (!copy_engine)
+		return;
+	device->unmetered = true;
+	device->stripe_min = SIZE_MAX;
+	if (device->policy == MRL_POLICY_SPLIT)
+		device->policy = MRL_POLICY_AUTO;
 }

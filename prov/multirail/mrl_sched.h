@@ -85,11 +85,10 @@ static inline uint32_t mrl_sched_rails(const struct mrl_sched_params *p,
  * many as its depth allows whatever their bytes (unmetered): the bytes in
  * flight that pace a NIC do not pace a copy engine, whose launches need a
  * deep queue to overlap.  Over a NIC (efa with GPUDirect) the host rule
- * holds.  stripe_min, when not 0, is the user's
- * (FI_MULTIRAIL_HMEM_STRIPE_MIN); chunks are the host's size.
+ * holds.  Chunks are the host's size.
  */
 void mrl_sched_device(const struct mrl_sched_params *host, bool copy_engine,
-		      size_t stripe_min, struct mrl_sched_params *device);
+		      struct mrl_sched_params *device);
 
 /* One chunk, as mrl_sched_chunk sees it. */
 struct mrl_sched_chunk {
