@@ -115,7 +115,7 @@ enum mrl_req_kind {
 
 struct mrl_req_hdr {
 	struct fi_context2 ctx;
-	int kind;
+	enum mrl_req_kind kind;
 };
 
 _Static_assert(sizeof(struct mrl_req_hdr) <=
@@ -785,8 +785,9 @@ ssize_t mrl_post_zero_rma(struct mrl_ep *ep, int rail, fi_addr_t dest,
 			  struct mrl_req_hdr *ctx, uint64_t addr, uint64_t key,
 			  bool read);
 ssize_t mrl_fence_post_zero(struct mrl_ep *ep, struct mrl_peer *peer,
-			    int rail, struct mrl_fence *req, int kind,
-			    uint64_t addr, uint64_t key, bool read);
+			    int rail, struct mrl_fence *req,
+			    enum mrl_req_kind kind, uint64_t addr,
+			    uint64_t key, bool read);
 void mrl_fence_rail_down(struct mrl_ep *ep, struct mrl_peer *peer, int rail);
 void mrl_fence_forget_ep(struct mrl_ep *ep, struct mrl_peer *peer);
 int mrl_connect_hello(struct mrl_ep *ep, struct mrl_peer *peer);

@@ -68,8 +68,9 @@ ssize_t mrl_post_zero_rma(struct mrl_ep *ep, int rail, fi_addr_t dest,
 }
 
 ssize_t mrl_fence_post_zero(struct mrl_ep *ep, struct mrl_peer *peer,
-			    int rail, struct mrl_fence *req, int kind,
-			    uint64_t addr, uint64_t key, bool read)
+			    int rail, struct mrl_fence *req,
+			    enum mrl_req_kind kind, uint64_t addr,
+			    uint64_t key, bool read)
 {
 	req->hdr.kind = kind;
 	req->peer = peer;
