@@ -142,10 +142,10 @@ static void test_chunk_needs(void)
 		  "off rail 0, fence tracked elsewhere: delivery-complete" },
 		{ { .write = true, .rail = 0, .delivery_asked = true },
 		  MRL_SCHED_DELIVERY, "asked by the user" },
-		{ { .write = true, .rail = 0, .write_data_follows = true },
+		{ { .write = true, .rail = 0, .writedata = true },
 		  MRL_SCHED_DELIVERY,
 		  "writedata on rail 0: delivered before its message" },
-		{ { .write = true, .rail = 3, .write_data_follows = true },
+		{ { .write = true, .rail = 3, .writedata = true },
 		  MRL_SCHED_DELIVERY, "writedata off rail 0: the same" },
 	};
 	size_t i;

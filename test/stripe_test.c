@@ -668,6 +668,48 @@ static void test_reissue_stuck(void)
 	mrl_engine_fini(&eng);
 }
 
+/*
+ * An op posted once (a chunk carrying remote CQ data): its chunk is never
+ * copied when its rail goes out, nor posted again when it fails; the op
+ * waits for the core's verdict and fails with it.  A refused post sent
+ * nothing, so it may go elsewhere.
+ */
+static void test_once(void)
+{
+	struct mrl_engine eng;
+	struct mrl_op op;
+	struct fake f;
+
+	setup(&eng, &f, 2, 4, 1 << 30);
+	init_op(&op, 100, 0);
+	op.once = true;
+	mrl_op_prepare(&eng, &op, 0x2, 1 << 20);
+	mrl_engine_submit(&eng, &op);
+	CHECK(f.rail_chunks[1] == 1, "posted on rail 1: %d", f.rail_chunks[1]);
+	op.rail_mask = 0x1;			/* rail 1 out for the peer */
+	CHECK(mrl_engine_reissue(&eng, 1) == 0, "a once op's chunk copied");
+	complete_rail(&eng, &f, 1, -FI_EIO);	/* the core's verdict */
+	drain(&eng, &f, 13);
+	CHECK(f.rail_chunks[0] == 0, "posted again on rail 0");
+	CHECK(f.done_calls == 1 && f.done_err == -FI_EIO, "done %d err %d",
+	      f.done_calls, f.done_err);
+
+	/* refused at its post on a dead rail: posted on the rail left */
+	init_op(&op, 100, 0);
+	op.once = true;
+	f.eng = &eng;
+	f.dead = 0x2;
+	mrl_op_prepare(&eng, &op, 0x3, 1 << 20);
+	eng.turn = 1;
+	mrl_engine_submit(&eng, &op);
+	drain(&eng, &f, 14);
+	CHECK(f.done_calls == 2 && f.done_err == 0 && f.rail_chunks[0] == 1,
+	      "done %d err %d, rail 0 %d", f.done_calls, f.done_err,
+	      f.rail_chunks[0]);
+	CHECK(mrl_engine_idle(&eng), "engine not idle");
+	mrl_engine_fini(&eng);
+}
+
 static bool match_any(const struct mrl_op *op, void *arg)
 {
 	(void) op;
@@ -1385,6 +1427,7 @@ int main(void)
 	test_parked();
 	test_rail_out_at_first_post();
 	test_reissue_stuck();
+	test_once();
 	test_fail_ops_abandon();
 	test_fail_ops_after_reissue();
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);

@@ -195,6 +195,9 @@ struct mrl_domain {
 					 * (FI_SOURCE): control claims checked */
 	bool rma_one_iov;		/* one local iov per core RMA */
 	bool fence_by_read;		/* flush a rail by reading (shm) */
+	bool core_writedata;		/* the core's writedata raises the
+					 * target's entry, with its length,
+					 * after its bytes (mrl_domain.c) */
 	bool acked_writes;		/* a write completes once the peer has
 					 * it (efa): a failed rail loses none
 					 * that completed */

@@ -134,6 +134,21 @@ static int mrl_domain_open_rail(struct mrl_domain *dom, int i, const char *name)
 	return ret;
 }
 
+/*
+ * Does the core's own writedata raise the target's entry with the write's
+ * length, after its bytes?  libfabric 2.x's tcp and shm and efa do (their
+ * target entry is the write's completion there); 1.x's rxm reports a
+ * length of 0, and a core not named here is not relied on.
+ */
+static bool mrl_core_writedata(const struct fi_info *core)
+{
+	const char *name = core->fabric_attr->prov_name;
+
+	return FI_MAJOR(fi_version()) >= 2 && core->domain_attr->cq_data_size &&
+	       (!strcmp(name, "tcp") || !strcmp(name, "shm") ||
+		!strcmp(name, "efa"));
+}
+
 static void mrl_domain_attrs(struct mrl_domain *dom)
 {
 	const struct fi_info *core = dom->rails[0].info;
@@ -162,6 +177,7 @@ static void mrl_domain_attrs(struct mrl_domain *dom)
 	 * reached its socket (mrl_fence.c).
 	 */
 	dom->acked_writes = !strcmp(core->fabric_attr->prov_name, "efa");
+	dom->core_writedata = mrl_core_writedata(core);
 	dom->policy = mrl_parse_policy(mrl_params.policy);
 }
 

@@ -43,9 +43,20 @@ void mrl_ep_report_err(struct mrl_ep *ep, struct mrl_cq *cq, void *context,
 void mrl_remote_event(struct mrl_ep *ep, const struct fi_cq_tagged_entry *e,
 		      fi_addr_t src)
 {
+	uint64_t flags = e->flags;
+
 	if (!ep->rx_cq)
 		return;
-	mrl_cq_write(ep->rx_cq, NULL, e->flags, e->len, e->buf, e->data,
+	/*
+	 * A remote write's entry names FI_RMA and FI_REMOTE_WRITE: 2.x's tcp
+	 * leaves out the first, its shm the second (CQ data comes only with
+	 * a write here: our messages carry their own).
+	 */
+	if (!(flags & FI_ATOMIC))
+		flags |= FI_RMA;
+	if ((flags & FI_REMOTE_CQ_DATA) && !(flags & FI_ATOMIC))
+		flags |= FI_REMOTE_WRITE;
+	mrl_cq_write(ep->rx_cq, NULL, flags, e->len, e->buf, e->data,
 		     e->tag, src);
 }
 

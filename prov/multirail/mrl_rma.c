@@ -179,7 +179,8 @@ static unsigned int mrl_chunk_needs(struct mrl_ep *ep,
 	struct mrl_sched_chunk c = {
 		.write = op->kind == MRL_OP_WRITE,
 		.delivery_asked = !!(op->flags & FI_DELIVERY_COMPLETE),
-		.write_data_follows = mrl_slot_of((struct mrl_op *) op)->req.write_data,
+		.writedata = mrl_slot_of((struct mrl_op *) op)->req.write_data ||
+			     (op->flags & FI_REMOTE_CQ_DATA),
 		.rail = chunk->rail,
 	};
 
@@ -246,6 +247,10 @@ static ssize_t mrl_post_msg(struct mrl_ep *ep, const struct mrl_chunk *chunk,
 		desc[i] = mrl_desc_rail(user_desc[i], chunk->rail);
 	if (needs & MRL_SCHED_DELIVERY)
 		flags |= FI_DELIVERY_COMPLETE;
+	if (op->flags & FI_REMOTE_CQ_DATA) {	/* mrl_write_data_direct */
+		flags |= FI_REMOTE_CQ_DATA;
+		msg.data = op->data;
+	}
 	return op->kind == MRL_OP_WRITE ? fi_writemsg(core, &msg, flags) :
 					  fi_readmsg(core, &msg, flags);
 }
@@ -493,6 +498,7 @@ static void mrl_op_init(struct mrl_ep *ep, struct mrl_op *op,
 	op->one_iov = ep->domain->rma_one_iov;
 	op->unmetered = sched->unmetered;
 	op->parked = false;
+	op->once = false;
 	op->final_posted = false;
 }
 
@@ -645,6 +651,33 @@ void mrl_rma_write_data_waiting(struct mrl_ep *ep)
 	}
 }
 
+/*
+ * A writedata of one chunk (of one iov where the core's RMA takes one),
+ * where the core's own writedata raises the target's entry with the
+ * write's length once its bytes are there (mrl_domain.core_writedata):
+ * that chunk carries the user's CQ data,
+ * and no WRITE_DATA follows, so the entry comes a round trip sooner.
+ * It is posted once, delivery-complete: a chunk that fails or is lost
+ * with its rail may have raised the entry, so it is not sent again; the
+ * op fails instead (as a WRITE_DATA that fails fails its op), and one
+ * that completed cannot be lost.  A user that wants sources gets them on
+ * rail 0 only (mrl_user_src), so the op stays there.  The rails the op
+ * may use are returned.
+ */
+static uint32_t mrl_write_data_direct(struct mrl_ep *ep,
+				      struct mrl_rma_req *req, size_t len,
+				      uint32_t rails, size_t chunk)
+{
+	if (!ep->domain->core_writedata || !len || len > chunk ||
+	    (req->op.one_iov && req->op.iov_count > 1) || req->parent ||
+	    (ep->want_src && !(rails & 1u)))
+		return rails;
+	req->write_data = false;
+	req->op.once = true;
+	req->op.flags |= FI_REMOTE_CQ_DATA;
+	return ep->want_src ? 1u : rails;
+}
+
 /* An op checked, to a peer found: into the engine. */
 static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 			     struct mrl_peer *peer)
@@ -701,6 +734,8 @@ static ssize_t mrl_submit_to(struct mrl_ep *ep, const struct mrl_rma_args *a,
 	}
 	if (!rails && !peer->rails_down)
 		rails = 1u;	/* rail 0's key until the others are known */
+	if (req->write_data)
+		rails = mrl_write_data_direct(ep, req, a->len, rails, chunk);
 	mrl_op_prepare(&ep->engine, &req->op, rails, chunk);
 	/* with no rail left the engine fails the op (-FI_EHOSTUNREACH),
 	 * unless it waits parked for keys asked on a rail in service */

@@ -94,8 +94,10 @@ void mrl_sched_device(const struct mrl_sched_params *host, bool copy_engine,
 struct mrl_sched_chunk {
 	bool write;		/* a write (reads need neither) */
 	bool delivery_asked;	/* the user asked FI_DELIVERY_COMPLETE */
-	bool write_data_follows; /* a writedata's: a WRITE_DATA tells of its
-				 * bytes once they all landed */
+	bool writedata;		/* a writedata's: its target entry (our
+				 * WRITE_DATA, or the core's own) tells of
+				 * its bytes, so the chunk completes only
+				 * once they landed */
 	int rail;
 	bool fence_elsewhere;	/* another endpoint tracks this peer's rails
 				 * for fences, so ours cannot */
@@ -107,13 +109,13 @@ struct mrl_sched_chunk {
 /*
  * Rail 0 carries messages, so only writes on other rails can be overtaken
  * by a later send.  A writedata's bytes must be at the target before its
- * message raises the CQ entry there, so they complete on delivery.
+ * entry is there, so they complete on delivery.
  */
 static inline unsigned int mrl_sched_chunk(const struct mrl_sched_chunk *c)
 {
 	if (!c->write)
 		return 0;
-	if (c->delivery_asked || c->write_data_follows)
+	if (c->delivery_asked || c->writedata)
 		return MRL_SCHED_DELIVERY;
 	if (!c->rail)
 		return 0;

@@ -385,7 +385,7 @@ void mrl_engine_chunk_done_any(struct mrl_engine *eng,
 	if (chunk->orphan) {
 		op->orphans--;		/* its copy carries its bytes */
 	} else if (err && rail_left && (op->rail_mask || op->parked) &&
-		   !op->err) {
+		   !op->err && !op->once) {
 		/* failed on a rail the op has left: post it on another (a
 		 * parked op's, once it has one) */
 		rc->reissued++;
@@ -419,7 +419,8 @@ int mrl_engine_reissue(struct mrl_engine *eng, int rail)
 		if (!mrl_flying_on(chunk, rail))
 			continue;
 		op = chunk->op;
-		if (chunk->orphan || op->err ||
+		/* an op posted once waits for the core's verdict */
+		if (chunk->orphan || op->err || op->once ||
 		    (op->rail_mask & (1u << rail)) || !op->rail_mask)
 			continue;
 		copy = mrl_chunk_pop(eng);

@@ -87,12 +87,18 @@ struct mrl_op {
 	bool parked;			/* no rail (rail_mask 0), yet not
 					 * failed for it: the rail layer gives
 					 * it rails later, or fails it */
+	bool once;			/* no byte of it goes twice: a chunk
+					 * that failed, or whose rail went out,
+					 * is not posted elsewhere, and the op
+					 * fails with it (a chunk that raises
+					 * an entry at the target) */
 
 	/*
 	 * An op of one chunk (or of no byte) is posted as its final chunk,
 	 * the whole of it; a larger one is all body, cut at chunk_size.
-	 * No chunk carries remote CQ data: a writedata's target entry comes
-	 * from mrl_rma.c's WRITE_DATA once every chunk completed.
+	 * A writedata's target entry comes from mrl_rma.c's WRITE_DATA once
+	 * every chunk completed, or, for one chunk where the core reports a
+	 * write's length, from that chunk (posted once).
 	 */
 	size_t body_len;		/* 0 for an op of one chunk, else len */
 	bool final_posted;
@@ -274,6 +280,7 @@ static inline void mrl_op_clean(struct mrl_op *op)
 	op->iov_count = 1;
 	op->unmetered = false;
 	op->parked = false;
+	op->once = false;
 	op->body_len = 0;
 	op->next_off = 0;
 	op->final_posted = true;
@@ -562,9 +569,10 @@ struct mrl_chunk *mrl_engine_find_chunk(struct mrl_engine *eng, int rail,
 					void *arg);
 /*
  * The chunks in flight on rail whose op may no longer use it are copied
- * to the op's other rails; the originals become orphans.  Chunks carrying
- * remote CQ data are not copied (the target would see the data twice if
- * the original landed after all): they wait for the core's verdict.
+ * to the op's other rails; the originals become orphans.  Those of an op
+ * posted once (a chunk carrying remote CQ data: the target would see the
+ * data twice if the original landed after all) are not copied: they wait
+ * for the core's verdict.
  * Returns the number copied.
  */
 int mrl_engine_reissue(struct mrl_engine *eng, int rail);
