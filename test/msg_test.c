@@ -12,6 +12,8 @@
  *   - iovs on both sides, cut differently, eager and segmented;
  *   - tags and ignore bits; truncation (FI_ETRUNC, olen); FI_PEEK,
  *     FI_CLAIM, FI_DISCARD; FI_MULTI_RECV; fi_cancel; injects;
+ *   - a directed receive of a message that came before its sender was
+ *     inserted;
  *   - the packets went over every rail (fi_multirail msg_stats).
  *
  *   msg_test [-n messages] [-s seed]
@@ -53,7 +55,8 @@ struct end {
 	int n;
 };
 
-static struct end a, b;
+static struct end a, b, c;	/* c: a third, opened by late_insert */
+static bool c_open;
 static uint64_t seed = 1;
 
 static uint64_t xorshift(uint64_t *x)
@@ -133,6 +136,8 @@ static void pump(void)
 {
 	drain(&a);
 	drain(&b);
+	if (c_open)
+		drain(&c);
 }
 
 /* The entry of ctx, taken off x's queue; dies after TIMEOUT_S. */
@@ -571,6 +576,61 @@ static void cancel(void)
 	      "fi_cancel again: -FI_ENOENT");
 }
 
+/*
+ * A sender the receiver has not inserted (fi_unexpected_msg's exchange):
+ * its first message goes to an undirected receive, with no source; the
+ * second, unexpected by then, to a directed receive once the receiver has
+ * inserted it (FI_DIRECTED_RECV names the sender from then on).
+ */
+static void late_insert(void)
+{
+	static uint8_t sbuf[2][256];
+	char nb[1024], nc[1024];
+	size_t lb = sizeof(nb), lc = sizeof(nc);
+	fi_addr_t c_to_b, b_to_c;
+	int s1, s2, r1, r2;
+	struct entry e;
+	struct iovec iov = { rbuf[1], 65536 };
+	struct fi_msg_tagged m = { .msg_iov = &iov, .iov_count = 1,
+				   .tag = 0x77, .context = &r2 };
+
+	open_end(&c);
+	c_open = true;
+	CHK(fi_getname(&b.s.ep->fid, nb, &lb));
+	CHK(fi_getname(&c.s.ep->fid, nc, &lc));
+	if (fi_av_insert(c.s.av, nb, 1, &c_to_b, 0, NULL) != 1)
+		die("fi_av_insert");
+	fill(sbuf[0], 2001, 200);
+	fill(sbuf[1], 2002, 200);
+	RETRY(fi_tsenddata(c.s.ep, sbuf[0], 200, NULL, 2001, c_to_b, 0x77,
+			   &s1));
+	RETRY(fi_tsenddata(c.s.ep, sbuf[1], 200, NULL, 2002, c_to_b, 0x77,
+			   &s2));
+	e = recv_tagged(0, 65536, 0x77, 0, 0, &r1);
+	check(holds(&e, 0, 2001, 200, 0x77) && e.src == FI_ADDR_NOTAVAIL,
+	      "a sender not inserted: its message, no source (%lu)",
+	      (unsigned long) e.src);
+	none_for(&b, &r2, 0.3);		/* the second arrives, unexpected */
+	if (fi_av_insert(b.s.av, nc, 1, &b_to_c, 0, NULL) != 1)
+		die("fi_av_insert");
+	m.addr = b_to_c;
+	memset(rbuf[1], POISON, sizeof(rbuf[1]));
+	RETRY(fi_trecvmsg(b.s.ep, &m, 0));
+	if (none_for(&b, &r2, 5)) {
+		check(false, "a directed receive for a message that came "
+		      "before its sender was inserted: none in 5 s");
+		CHK(fi_cancel(&b.s.ep->fid, &r2));
+	}
+	e = wait_ctx(&b, &r2);
+	check(e.err || (holds(&e, 1, 2002, 200, 0x77) && e.src == b_to_c),
+	      "then inserted: a directed receive takes its unexpected "
+	      "message, source %lu", (unsigned long) e.src);
+	check(!wait_ctx(&c, &s1).err && !wait_ctx(&c, &s2).err,
+	      "both sends complete");
+	c_open = false;
+	close_side(&c.s);
+}
+
 static void injects(void)
 {
 	static uint8_t big[20000];
@@ -661,6 +721,7 @@ int main(int argc, char **argv)
 	peek_claim_discard();
 	multi_recv();
 	cancel();
+	late_insert();
 	injects();
 	rails_used();
 	close_side(&a.s);

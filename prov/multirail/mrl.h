@@ -566,6 +566,8 @@ struct mrl_ep {
 	struct mrl_send *msg_sends, *msg_send_free;
 	void *msg_recv_cache, *msg_rmsg_cache;	/* freed, for reuse */
 	unsigned int msg_nrecv_cache, msg_nrmsg_cache;
+	size_t msg_named_at;		/* av->count when unexpected messages
+					 * last learned their senders' names */
 	struct mrl_list msg_sending;	/* sends with segments still to go */
 	struct mrl_list msg_acks;	/* connections with an ACK due */
 	struct mrl_list msg_acks_later;	/* and at the next health tick */
@@ -1117,6 +1119,10 @@ static inline void mrl_domain_release(struct mrl_domain *d)
 size_t mrl_iov_len(const struct iovec *iov, size_t count);
 void mrl_iov_copy(const struct iovec *iov, size_t count, size_t offset,
 		  void *buf, size_t len, bool to_iov);
+int mrl_iov_copy_iface(enum fi_hmem_iface iface, const struct iovec *iov,
+		       size_t count, size_t offset, void *buf, size_t len,
+		       bool to_iov);
 bool mrl_desc_any_device(void **desc, size_t count);
+enum fi_hmem_iface mrl_desc_iface(void **desc, size_t count);
 
 #endif /* MRL_H */

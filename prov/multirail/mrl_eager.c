@@ -302,21 +302,47 @@ void mrl_eager_acked(struct mrl_ep *ep, struct mrl_conn *conn, uint32_t next)
 }
 
 /*
- * A send, checked, its slot filled: it takes its number and goes.  An
- * eager message is copied now (an inject's bytes are the caller's again
- * on return); a longer one from the user's buffer as buffers free (an
- * inject's from a copy), and completes at the peer's ACK.
+ * The bytes of s, copied now into host memory of its own: an inject's
+ * over the eager size (the caller's buffer is its own again on return),
+ * and device memory's, in one call of the device's runtime rather than
+ * one a packet.
  */
-ssize_t mrl_eager_send(struct mrl_ep *ep, struct mrl_peer *peer,
-		       struct mrl_send *s, bool inject)
+static int mrl_send_take_copy(struct mrl_send *s, enum fi_hmem_iface iface)
 {
 	int ret;
 
-	if (inject && s->len > MRL_PKT_EAGER_MAX) {
-		s->copy = malloc(s->len);
-		if (!s->copy)
-			return -FI_ENOMEM;
-		mrl_iov_copy(s->iov, s->count, 0, s->copy, s->len, false);
+	s->copy = malloc(s->len);
+	if (!s->copy)
+		return -FI_ENOMEM;
+	ret = mrl_iov_copy_iface(iface, s->iov, s->count, 0, s->copy, s->len,
+				 false);
+	if (ret) {
+		MRL_WARN(FI_LOG_EP_DATA, "a send from device memory: its "
+			 "copy to the host failed: %s\n", fi_strerror(-ret));
+		free(s->copy);
+		s->copy = NULL;
+	}
+	return ret;
+}
+
+/*
+ * A send, checked, its slot filled: it takes its number and goes.  An
+ * eager message is copied now (an inject's bytes are the caller's again
+ * on return); a longer one from the user's buffer as buffers free (an
+ * inject's and device memory's from a copy), and completes at the peer's
+ * ACK.
+ */
+ssize_t mrl_eager_send(struct mrl_ep *ep, struct mrl_peer *peer,
+		       struct mrl_send *s, bool inject,
+		       enum fi_hmem_iface iface)
+{
+	int ret;
+
+	if (s->len && ((inject && s->len > MRL_PKT_EAGER_MAX) ||
+		       iface != FI_HMEM_SYSTEM)) {
+		ret = mrl_send_take_copy(s, iface);
+		if (ret)
+			return ret;
 	}
 	s->seq = mrl_order_tx_take(&s->conn->tx);
 	mrl_list_add_tail(&s->conn->unacked, &s->ulink);
@@ -441,6 +467,25 @@ static void *mrl_recv_buf(const struct mrl_recv *r, size_t offset)
 	return r->count ? (uint8_t *) r->iov[0].iov_base + offset : NULL;
 }
 
+/*
+ * A device receive's message, whole in its store: into the receive in
+ * one copy.  0, or the error its completion reports.
+ */
+static int mrl_rmsg_unstage(struct mrl_rmsg *m)
+{
+	struct mrl_recv *r = m->recv;
+	int ret;
+
+	if (m->err || !m->store || !m->take.len)
+		return m->err;
+	ret = mrl_iov_copy_iface(r->iface, r->iov, r->count, m->take.offset,
+				 m->store, m->take.len, true);
+	if (ret)
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "a receive into device memory: "
+			      "the copy failed: %s\n", fi_strerror(-ret));
+	return ret ? FI_EIO : 0;
+}
+
 /* A matched message is whole: its receive's completion. */
 static void mrl_rmsg_complete(struct mrl_ep *ep, struct mrl_rmsg *m)
 {
@@ -448,18 +493,20 @@ static void mrl_rmsg_complete(struct mrl_ep *ep, struct mrl_rmsg *m)
 	uint64_t flags = (r->flags & (FI_RECV | FI_MSG | FI_TAGGED)) |
 			 (m->pkt_flags & MRL_PKT_F_DATA ? FI_REMOTE_CQ_DATA : 0);
 	void *buf = r->m.multi ? mrl_recv_buf(r, m->take.offset) : NULL;
+	int err = r->iface != FI_HMEM_SYSTEM ? mrl_rmsg_unstage(m) : 0;
 	bool last;
 
 	r->placing--;
 	last = r->released && !r->placing;
 	if (r->m.multi && last && !r->cancelled)
 		flags |= FI_MULTI_RECV;
-	if (m->take.truncated) {
+	if (m->take.truncated || err) {
 		struct fi_cq_err_entry e = {
 			.op_context = r->context, .flags = flags,
-			.len = m->take.len, .buf = buf, .data = m->data,
-			.tag = m->m.tag, .olen = m->m.len - m->take.len,
-			.err = FI_ETRUNC,
+			.len = err ? 0 : m->take.len, .buf = buf,
+			.data = m->data, .tag = m->m.tag,
+			.olen = err ? 0 : m->m.len - m->take.len,
+			.err = err ? err : FI_ETRUNC,
 		};
 
 		mrl_cntr_inc_err(ep->cntr_recv);
@@ -477,7 +524,19 @@ static void mrl_rmsg_complete(struct mrl_ep *ep, struct mrl_rmsg *m)
 	mrl_rmsg_free(ep, m);
 }
 
-/* m goes into r at t: what came so far moves from its store. */
+static int mrl_rmsg_keep(struct mrl_rmsg *m)
+{
+	if (m->store || !m->m.len)
+		return 0;
+	m->store = malloc(m->m.len);
+	return m->store ? 0 : -FI_ENOMEM;
+}
+
+/*
+ * m goes into r at t: what came so far moves from its store.  A device
+ * receive's message stays in its store until whole (one copy to the
+ * device, not one a packet).
+ */
 static void mrl_rmsg_matched(struct mrl_ep *ep, struct mrl_rmsg *m,
 			     const struct mrl_match_take *t)
 {
@@ -489,7 +548,13 @@ static void mrl_rmsg_matched(struct mrl_ep *ep, struct mrl_rmsg *m,
 	r->placing++;
 	if (t->released)
 		r->released = true;
-	if (m->store) {
+	if (r->iface != FI_HMEM_SYSTEM) {
+		if (mrl_rmsg_keep(m)) {
+			MRL_WARN_ONCE(FI_LOG_EP_DATA, "no memory to stage a "
+				      "receive into device memory\n");
+			m->err = FI_ENOMEM;
+		}
+	} else if (m->store) {
 		mrl_iov_copy(r->iov, r->count, t->offset, m->store, t->len,
 			     true);
 		free(m->store);
@@ -499,21 +564,20 @@ static void mrl_rmsg_matched(struct mrl_ep *ep, struct mrl_rmsg *m,
 		mrl_rmsg_complete(ep, m);
 }
 
-static int mrl_rmsg_keep(struct mrl_rmsg *m)
+/* The user's fi_addr of m's sender, FI_ADDR_NOTAVAIL where it has none. */
+static uint64_t mrl_rmsg_src(struct mrl_ep *ep, const struct mrl_rmsg *m)
 {
-	if (m->store || !m->m.len)
-		return 0;
-	m->store = malloc(m->m.len);
-	return m->store ? 0 : -FI_ENOMEM;
+	struct mrl_peer *peer = mrl_conn_peer(ep, m->conn);
+
+	return peer && peer->visible ? peer->fi_addr : FI_ADDR_NOTAVAIL;
 }
 
 /* m is next in its peer's order: matched now, or unexpected. */
 static void mrl_rmsg_deliver(struct mrl_ep *ep, struct mrl_rmsg *m)
 {
-	struct mrl_peer *peer = mrl_conn_peer(ep, m->conn);
 	struct mrl_match_take t;
 
-	m->m.src = peer && peer->visible ? peer->fi_addr : FI_ADDR_NOTAVAIL;
+	m->m.src = mrl_rmsg_src(ep, m);
 	if (mrl_match_arrived(mrl_queue_of(ep, m->pkt_flags), &m->m, &t)) {
 		mrl_rmsg_matched(ep, m, &t);
 		return;
@@ -531,13 +595,16 @@ static void mrl_rmsg_place(struct mrl_ep *ep, struct mrl_rmsg *m,
 
 	switch (m->state) {
 	case MRL_RMSG_MATCHED:
-		if (offset < m->take.len) {
-			n = m->take.len - offset < len ? m->take.len - offset
-						       : len;
-			mrl_iov_copy(m->recv->iov, m->recv->count,
-				     m->take.offset + offset, (void *) bytes, n,
-				     true);
+		if (offset >= m->take.len)
+			break;
+		n = m->take.len - offset < len ? m->take.len - offset : len;
+		if (m->recv->iface != FI_HMEM_SYSTEM) {
+			if (m->store)
+				memcpy(m->store + offset, bytes, n);
+			break;
 		}
+		mrl_iov_copy(m->recv->iov, m->recv->count,
+			     m->take.offset + offset, (void *) bytes, n, true);
 		break;
 	case MRL_RMSG_DISCARDED:
 		break;
@@ -723,12 +790,42 @@ static void mrl_recv_entry(struct mrl_ep *ep, struct mrl_recv *r,
 			     m ? m->m.src : FI_ADDR_NOTAVAIL);
 }
 
+static void mrl_queue_name(struct mrl_ep *ep, struct mrl_match_queue *q)
+{
+	struct mrl_list *l;
+	struct mrl_rmsg *m;
+
+	for (l = q->unexpected.next; l != &q->unexpected; l = l->next) {
+		m = (struct mrl_rmsg *) l;	/* the link comes first */
+		if (m->m.src == FI_ADDR_NOTAVAIL)
+			m->m.src = mrl_rmsg_src(ep, m);
+	}
+}
+
+/*
+ * A directed receive (FI_DIRECTED_RECV) may be for messages that came
+ * before their sender was inserted: once the AV has grown, the unexpected
+ * ones that had no name learn it (as fi_unexpected_msg's second message).
+ */
+static void mrl_unexpected_name(struct mrl_ep *ep, const struct mrl_recv *r)
+{
+	if (r->m.src == MRL_MATCH_ANY || !ep->av ||
+	    ep->msg_named_at == ep->av->count)
+		return;
+	mrl_queue_name(ep, &ep->mq_msg);
+	mrl_queue_name(ep, &ep->mq_tagged);
+	ep->msg_named_at = ep->av->count;
+}
+
 /* FI_PEEK, with FI_CLAIM or FI_DISCARD: an entry either way. */
 static ssize_t mrl_recv_peek(struct mrl_ep *ep, struct mrl_match_queue *q,
 			     struct mrl_recv *r)
 {
-	struct mrl_match_msg *mm = mrl_match_peek(q, &r->m);
+	struct mrl_match_msg *mm;
 	struct mrl_rmsg *m;
+
+	mrl_unexpected_name(ep, r);
+	mm = mrl_match_peek(q, &r->m);
 
 	/* a program that peeks in a loop may progress only through us */
 	if (!mm) {
@@ -795,6 +892,7 @@ ssize_t mrl_eager_recv(struct mrl_ep *ep, struct mrl_recv *r)
 		return mrl_recv_peek(ep, q, r);
 	if (r->flags & FI_CLAIM)
 		return mrl_recv_claimed(ep, q, r);
+	mrl_unexpected_name(ep, r);
 	while ((mm = mrl_match_take_unexpected(q, &r->m, &t))) {
 		bool released = t.released;
 

@@ -15,6 +15,7 @@
 
 #define CUDA_SUCCESS		0
 #define CUDA_MEMORY_DEVICE	2	/* cudaMemoryTypeDevice */
+#define CUDA_MEMCPY_DEFAULT	4	/* cudaMemcpyDefault: by the pointers */
 
 /*
  * struct cudaPointerAttributes as of CUDA 11-13.  CUDA 13 appends
@@ -35,6 +36,7 @@ static struct {
 	int (*get_pci_bus_id)(char *buf, int len, int dev);
 	int (*ptr_attrs)(struct mrl_cuda_ptr_attr *attr, const void *ptr);
 	int (*get_last_error)(void);
+	int (*memcpy)(void *dst, const void *src, size_t len, int kind);
 	int ndevices;
 } cuda;
 
@@ -63,8 +65,10 @@ static int mrl_load_symbols(void)
 	cuda.get_pci_bus_id = dlsym(cuda.lib, "cudaDeviceGetPCIBusId");
 	cuda.ptr_attrs = dlsym(cuda.lib, "cudaPointerGetAttributes");
 	cuda.get_last_error = dlsym(cuda.lib, "cudaGetLastError");
+	cuda.memcpy = dlsym(cuda.lib, "cudaMemcpy");
 	return cuda.get_device_count && cuda.get_device &&
-	       cuda.get_pci_bus_id && cuda.ptr_attrs && cuda.get_last_error;
+	       cuda.get_pci_bus_id && cuda.ptr_attrs && cuda.get_last_error &&
+	       cuda.memcpy;
 }
 
 /* Never closed: CUDA may still be in use by the application at exit. */
@@ -178,6 +182,17 @@ int mrl_hmem_cuda_ptr_device(const void *ptr, int *dev)
 	if (attr.type != CUDA_MEMORY_DEVICE)
 		return -FI_ENODEV;
 	*dev = attr.device;
+	return 0;
+}
+
+int mrl_hmem_cuda_copy(void *dst, const void *src, size_t len)
+{
+	if (!mrl_hmem_cuda_available())
+		return -FI_ENOSYS;
+	if (cuda.memcpy(dst, src, len, CUDA_MEMCPY_DEFAULT) != CUDA_SUCCESS) {
+		cuda.get_last_error();
+		return -FI_EIO;
+	}
 	return 0;
 }
 

@@ -24,6 +24,12 @@ int mrl_hmem_cuda_current_device(int *dev);
 /* -FI_ENODEV for host, managed or unknown memory. */
 int mrl_hmem_cuda_ptr_device(const void *ptr, int *dev);
 
+/*
+ * len bytes from src to dst, either of them device memory (the direction
+ * is CUDA's to find, from the pointers); synchronous.
+ */
+int mrl_hmem_cuda_copy(void *dst, const void *src, size_t len);
+
 /* FI_MULTIRAIL_GPU=<device index>: -FI_ENOENT unset, -FI_EINVAL bad. */
 int mrl_hmem_env_gpu(int *dev);
 

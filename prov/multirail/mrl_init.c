@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 
 #include "mrl.h"
+#include "mrl_hmem.h"
 
 /* Set from mrl_param_defs at provider init: defaults, then the variables. */
 struct mrl_params mrl_params;
@@ -61,8 +62,45 @@ void mrl_iov_copy(const struct iovec *iov, size_t count, size_t offset,
 	}
 }
 
-/* Whether any of count descriptors (may be NULL) is device memory's. */
-bool mrl_desc_any_device(void **desc, size_t count)
+/*
+ * mrl_iov_copy where the iovs may be device memory's (iface, from
+ * mrl_desc_iface): through the device's runtime, one call per iov.
+ */
+int mrl_iov_copy_iface(enum fi_hmem_iface iface, const struct iovec *iov,
+		       size_t count, size_t offset, void *buf, size_t len,
+		       bool to_iov)
+{
+	uint8_t *flat = buf, *at;
+	size_t i, n;
+	int ret;
+
+	if (iface == FI_HMEM_SYSTEM) {
+		mrl_iov_copy(iov, count, offset, buf, len, to_iov);
+		return 0;
+	}
+	if (iface != FI_HMEM_CUDA)
+		return -FI_EOPNOTSUPP;
+	for (i = 0; i < count && len; i++) {
+		if (offset >= iov[i].iov_len) {
+			offset -= iov[i].iov_len;
+			continue;
+		}
+		n = iov[i].iov_len - offset < len ? iov[i].iov_len - offset
+						  : len;
+		at = (uint8_t *) iov[i].iov_base + offset;
+		ret = mrl_hmem_cuda_copy(to_iov ? at : flat,
+					 to_iov ? flat : at, n);
+		if (ret)
+			return ret;
+		flat += n;
+		len -= n;
+		offset = 0;
+	}
+	return 0;
+}
+
+/* The first device interface among count descriptors, else system's. */
+enum fi_hmem_iface mrl_desc_iface(void **desc, size_t count)
 {
 	const struct mrl_mr *mr;
 	size_t i;
@@ -70,9 +108,15 @@ bool mrl_desc_any_device(void **desc, size_t count)
 	for (i = 0; desc && i < count; i++) {
 		mr = desc[i];
 		if (mr && mr->iface != FI_HMEM_SYSTEM)
-			return true;
+			return mr->iface;
 	}
-	return false;
+	return FI_HMEM_SYSTEM;
+}
+
+/* Whether any of count descriptors (may be NULL) is device memory's. */
+bool mrl_desc_any_device(void **desc, size_t count)
+{
+	return mrl_desc_iface(desc, count) != FI_HMEM_SYSTEM;
 }
 
 /* The FI_PROVIDER entry that names us with a core ("multirail;tcp"). */

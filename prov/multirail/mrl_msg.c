@@ -232,13 +232,21 @@ static int mrl_send_from_copy(struct mrl_ep *ep, struct mrl_msg_req *req,
 
 /* ---- the striped path (mrl_pkt.c, mrl_eager.c) ------------------------- */
 
-static bool mrl_striped_host_only(const struct mrl_msg_args *a)
+/*
+ * Host memory, or CUDA's, which goes through one copy at each end (the
+ * cores carry our packet buffers, never the user's): -FI_EOPNOTSUPP for
+ * another device's.
+ */
+static int mrl_striped_iface(const struct mrl_msg_args *a,
+			     enum fi_hmem_iface *iface)
 {
-	if (!mrl_desc_any_device(a->desc, a->count))
-		return true;
-	MRL_WARN_ONCE(FI_LOG_EP_DATA, "device memory on the striped message "
-		      "path: not yet\n");
-	return false;
+	*iface = mrl_desc_iface(a->desc, a->count);
+	if (*iface != FI_HMEM_SYSTEM && *iface != FI_HMEM_CUDA) {
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "device memory other than "
+			      "CUDA's on the striped message path\n");
+		return -FI_EOPNOTSUPP;
+	}
+	return 0;
 }
 
 /* Domain locked, a checked: a send (inject: the caller's bytes are its
@@ -248,6 +256,7 @@ static ssize_t mrl_striped_send(struct mrl_ep *ep, const struct mrl_msg_args *a,
 {
 	struct mrl_peer *peer = mrl_av_peer(ep->av, a->addr);
 	size_t len = mrl_iov_len(a->iov, a->count);
+	enum fi_hmem_iface iface;
 	struct mrl_conn *conn;
 	struct mrl_send *s;
 	ssize_t ret;
@@ -262,8 +271,9 @@ static ssize_t mrl_striped_send(struct mrl_ep *ep, const struct mrl_msg_args *a,
 			 "%llu\n", len, (unsigned long long) MRL_PKT_MEDIUM_MAX);
 		return -FI_EMSGSIZE;
 	}
-	if (!mrl_striped_host_only(a))
-		return -FI_EOPNOTSUPP;
+	ret = mrl_striped_iface(a, &iface);
+	if (ret)
+		return ret;
 	ret = mrl_fence_progress(ep, peer);
 	if (ret == -FI_EIO && !inject)
 		return mrl_send_lost(ep, a);
@@ -290,7 +300,8 @@ static ssize_t mrl_striped_send(struct mrl_ep *ep, const struct mrl_msg_args *a,
 			     (a->flags & FI_REMOTE_CQ_DATA ? MRL_PKT_F_DATA : 0),
 	};
 	memcpy(s->iov, a->iov, a->count * sizeof(*a->iov));
-	ret = mrl_eager_send(ep, peer, s, inject || (a->flags & FI_INJECT));
+	ret = mrl_eager_send(ep, peer, s, inject || (a->flags & FI_INJECT),
+			     iface);
 	if (ret) {
 		mrl_send_stack_push(&ep->msg_send_free, s);
 		if (ret == -FI_EAGAIN)
@@ -308,12 +319,21 @@ static ssize_t mrl_striped_recv(struct mrl_ep *ep, const struct mrl_msg_args *a)
 			 (a->tagged ? FI_TAGGED : FI_MSG);
 	struct mrl_recv *r;
 	size_t len = mrl_iov_len(a->iov, a->count);
+	enum fi_hmem_iface iface;
+	int ret;
 
-	if (!mrl_striped_host_only(a))
+	ret = mrl_striped_iface(a, &iface);
+	if (ret)
+		return ret;
+	if (iface != FI_HMEM_SYSTEM && !a->tagged && (flags & FI_MULTI_RECV)) {
+		MRL_WARN_ONCE(FI_LOG_EP_DATA, "FI_MULTI_RECV into device "
+			      "memory on the striped message path\n");
 		return -FI_EOPNOTSUPP;
+	}
 	r = mrl_recv_new(ep);
 	if (!r)
 		return -FI_ENOMEM;
+	r->iface = iface;
 	r->context = a->context;
 	r->flags = flags;
 	r->count = a->count;

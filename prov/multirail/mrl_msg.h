@@ -93,7 +93,9 @@ struct mrl_send {
 	struct mrl_send *next_free;
 	void *context;
 	uint64_t flags;			/* the user's and FI_SEND|FI_MSG... */
-	void *copy;			/* an inject's bytes, over the eager size */
+	void *copy;			/* the bytes, taken at the send: an
+					 * inject's over the eager size, and
+					 * device memory's */
 	struct mrl_conn *conn;
 	fi_addr_t dest;			/* the user's */
 	struct iovec iov[MRL_IOV_LIMIT];
@@ -121,6 +123,7 @@ struct mrl_recv {
 	uint64_t flags;			/* the user's and FI_RECV|FI_MSG... */
 	struct iovec iov[MRL_IOV_LIMIT];
 	size_t count;
+	enum fi_hmem_iface iface;	/* device memory: placed by its copy */
 	int placing;			/* messages matched, not whole yet */
 	bool released;			/* off its queue: its last message
 					 * completes it */
@@ -145,9 +148,11 @@ struct mrl_rmsg {
 	uint64_t data;
 	size_t got;			/* bytes arrived */
 	uint8_t *segs;			/* segments arrived: one bit each */
-	uint8_t *store;			/* before it is matched */
+	uint8_t *store;			/* before it is matched, and until
+					 * whole for a device receive */
 	struct mrl_recv *recv;		/* matched */
 	struct mrl_match_take take;
+	int err;			/* FI_E*: its receive fails */
 };
 
 /* ---- packets and connections (mrl_pkt.c) -------------------------------- */
@@ -178,7 +183,8 @@ void mrl_eager_arrived(struct mrl_ep *ep, struct mrl_conn *conn,
 struct mrl_recv *mrl_recv_new(struct mrl_ep *ep);
 ssize_t mrl_eager_recv(struct mrl_ep *ep, struct mrl_recv *recv);
 ssize_t mrl_eager_send(struct mrl_ep *ep, struct mrl_peer *peer,
-		       struct mrl_send *s, bool inject);
+		       struct mrl_send *s, bool inject,
+		       enum fi_hmem_iface iface);
 void mrl_eager_acked(struct mrl_ep *ep, struct mrl_conn *conn, uint32_t next);
 void mrl_eager_resend(struct mrl_ep *ep, struct mrl_conn *conn, int rail);
 void mrl_eager_nudge(struct mrl_ep *ep, struct mrl_conn *conn,
