@@ -33,6 +33,7 @@
 
 #include "rdma/fi_ext_multirail.h"
 #include "check.h"
+#include "mrl_proto.h"
 #include "side.h"
 
 #define MAX_MSG		(1 << 20)
@@ -631,6 +632,103 @@ static void late_insert(void)
 	close_side(&c.s);
 }
 
+/* A plain core endpoint's tagged send to rail 0 of multirail end x. */
+static void core_send_to(struct side *core, const struct end *x,
+			 const void *buf, size_t len, uint64_t tag_bits)
+{
+	uint8_t name[4096];
+	size_t namelen = sizeof(name);
+	const struct mrl_addr_hdr *h = (const struct mrl_addr_hdr *) name;
+	uint64_t m = core->info->ep_attr->mem_tag_format, tag;
+	fi_addr_t to;
+	int ctx;
+
+	CHK(fi_getname(&x->s.ep->fid, name, &namelen));
+	if (fi_av_insert(core->av, h + 1, 1, &to, 0, NULL) != 1)
+		die("core fi_av_insert");
+	for (int shift = 1; shift < 64; shift <<= 1)
+		m |= m >> shift;
+	tag = mrl_ctrl_tag_for(h + 1, h->rail_addrlen, m) | tag_bits;
+	RETRY(fi_tsend(core->ep, buf, len, NULL, to, tag, &ctx));
+	for (double end = now() + TIMEOUT_S;;) {
+		struct fi_cq_tagged_entry e;
+
+		pump();
+		if (fi_cq_read(core->cq, &e, 1) == 1)
+			break;
+		if (now() > end)
+			die("the core's send did not complete");
+	}
+}
+
+/*
+ * A packet in another's name: a plain core endpoint sends b a message
+ * packet that claims to come from c, a peer b has inserted (its id, the
+ * sequence number b waits for next).  b's core names the real sender,
+ * which is not c: dropped, no receive completes, and c's own message,
+ * sent after, takes that number and arrives.  Over lo rails only (the
+ * plain endpoint is the core under multirail).
+ */
+static void forged_sender(void)
+{
+	static uint8_t pkt[sizeof(struct mrl_pkt_hdr) + 16], real[16];
+	struct fi_multirail_msg_stats before, after;
+	struct fi_multirail_ep_ops *ops;
+	char nb[1024], nc[1024], core[128];
+	size_t lb = sizeof(nb), lc = sizeof(nc);
+	const struct mrl_addr_hdr *h = (const struct mrl_addr_hdr *) nc;
+	struct mrl_pkt_hdr hdr = {
+		.version = MRL_PKT_VERSION, .type = MRL_PKT_EAGER,
+		.flags = MRL_PKT_F_TAGGED | MRL_PKT_F_DATA, .seq = 0,
+		.tag = 0x66, .data = 3001, .len = 16,
+	};
+	struct side x;
+	const char *fab = strchr(b.s.info->fabric_attr->name, '/');
+	fi_addr_t c_to_b, b_to_c;
+	int r1, s1;
+	struct entry e;
+
+	if (getenv("FI_PROVIDER") || !fab)
+		return;
+	snprintf(core, sizeof(core), "%s", fab + 1);
+	open_side(&x, core, NULL, "lo", FI_MSG | FI_TAGGED);
+	open_end(&c);
+	c_open = true;
+	CHK(fi_getname(&c.s.ep->fid, nc, &lc));
+	if (fi_av_insert(b.s.av, nc, 1, &b_to_c, 0, NULL) != 1)
+		die("fi_av_insert");
+	hdr.src = mrl_fnv1a(h + 1, h->rail_addrlen);
+	memcpy(pkt, &hdr, sizeof(hdr));
+	fill(pkt + sizeof(hdr), 3001, 16);
+	CHK(fi_open_ops(&b.s.ep->fid, FI_MULTIRAIL_EP_OPS, 0, (void **) &ops,
+			NULL));
+	CHK(ops->msg_stats(b.s.ep, 0, &before, sizeof(before)));
+	memset(rbuf[0], POISON, sizeof(rbuf[0]));
+	CHK(fi_trecv(b.s.ep, rbuf[0], 65536, NULL, FI_ADDR_UNSPEC, 0x66, 0,
+		     &r1));
+	core_send_to(&x, &b, pkt, sizeof(pkt), MRL_PKT_TAG);
+	check(none_for(&b, &r1, 1.0), "a packet in an inserted peer's name "
+	      "from another sender: no receive completes");
+	CHK(ops->msg_stats(b.s.ep, 0, &after, sizeof(after)));
+	check(after.dropped > before.dropped, "and it is counted dropped "
+	      "(%lu, %lu before)", (unsigned long) after.dropped,
+	      (unsigned long) before.dropped);
+	CHK(fi_getname(&b.s.ep->fid, nb, &lb));
+	if (fi_av_insert(c.s.av, nb, 1, &c_to_b, 0, NULL) != 1)
+		die("fi_av_insert");
+	fill(real, 3002, 16);
+	RETRY(fi_tsenddata(c.s.ep, real, 16, NULL, 3002, c_to_b, 0x66, &s1));
+	e = wait_ctx(&b, &r1);
+	check(!e.err && e.e.len == 16 && e.e.data == 3002 && e.src == b_to_c &&
+	      !bad_byte(rbuf[0], 3002, 16, 32), "the peer's own message then "
+	      "arrives in its place (data %lu, source %lu)",
+	      (unsigned long) e.e.data, (unsigned long) e.src);
+	check(!wait_ctx(&c, &s1).err, "and its send completes");
+	c_open = false;
+	close_side(&c.s);
+	close_side(&x);
+}
+
 static void injects(void)
 {
 	static uint8_t big[20000];
@@ -722,6 +820,7 @@ int main(int argc, char **argv)
 	multi_recv();
 	cancel();
 	late_insert();
+	forged_sender();
 	injects();
 	rails_used();
 	close_side(&a.s);

@@ -470,7 +470,10 @@ struct mrl_ep_rail {
 					 * (rail 0) message requests in
 					 * flight: progress reads the rail */
 	bool reads_src;			/* its core's sources are read: the
-					 * user's FI_SOURCE, rail 0's claims */
+					 * user's FI_SOURCE, rail 0's claims,
+					 * message packets' senders */
+	bool names_src;			/* its core has FI_SOURCE: what it
+					 * reads there names the sender */
 };
 
 struct mrl_ep {
@@ -672,7 +675,7 @@ bool mrl_msg_striped_wanted(const struct mrl_domain *dom);
 int mrl_pkt_init(struct mrl_ep *ep);
 void mrl_pkt_fini(struct mrl_ep *ep);
 void mrl_pkt_completed(struct mrl_ep *ep, struct mrl_pkt_buf *buf, size_t len,
-		       int err);
+		       fi_addr_t core_src, int err);
 void mrl_pkt_progress(struct mrl_ep *ep);
 /* Packets refused for now, segments to go or ACKs due: progress's work. */
 static inline bool mrl_pkt_work_due(const struct mrl_ep *ep)

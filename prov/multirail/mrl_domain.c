@@ -107,10 +107,13 @@ static int mrl_domain_open_rail(struct mrl_domain *dom, int i, const char *name)
 	struct mrl_rail *rail = &dom->rails[i];
 	int ret;
 
+	/* sources on rail 0 for control claims; on every rail for the
+	 * striped message path's packets (mrl_pkt_sender_ok) */
 	ret = mrl_core_getinfo_rail(dom->fabric->version,
 				    dom->fabric->core_name,
 				    dom->fabric->core_fabric, name, dom->info,
-				    i == 0, &rail->info);
+				    i == 0 || mrl_msg_striped_wanted(dom),
+				    &rail->info);
 	if (ret)
 		return ret;
 	ret = fi_fabric(rail->info->fabric_attr, &rail->fabric, NULL);

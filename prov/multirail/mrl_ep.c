@@ -269,10 +269,16 @@ static int mrl_enable(struct mrl_ep *ep)
 		ep->enable_failed = true;
 		return ret;
 	}
-	/* the user's FI_SOURCE on every rail, or rail 0's control claims */
-	for (r = 0; r < ep->nrails; r++)
+	/* the user's FI_SOURCE on every rail, rail 0's control claims, the
+	 * striped path's packets where the core names their senders */
+	for (r = 0; r < ep->nrails; r++) {
+		ep->rails[r].names_src = !!(ep->domain->rails[r].info->caps &
+					    FI_SOURCE);
 		ep->rails[r].reads_src = ep->want_src ||
-					 (!r && ep->domain->src0);
+					 (!r && ep->domain->src0) ||
+					 (ep->msg_striped &&
+					  ep->rails[r].names_src);
+	}
 	/* the leased polls' turn (struct mrl_lease) */
 	for (r = 0; r < MRL_MAX_RAILS + MRL_HEALTH_TICK; r++)
 		ep->idle_cycle[r] = &ep->rails[r % ep->nrails];

@@ -482,15 +482,22 @@ ssize_t mrl_pkt_probe(struct mrl_ep *ep, struct mrl_peer *peer, int rail)
 		      -FI_EHOSTUNREACH;
 }
 
+/*
+ * The ACKs due, each tried once: one the core refuses for now (a peer
+ * that went away, whose connection the core keeps trying) waits for the
+ * next round without holding back the others' (their sends wait for
+ * them).
+ */
 static void mrl_pkt_send_acks(struct mrl_ep *ep)
 {
+	struct mrl_list *e, *next;
 	struct mrl_conn *conn;
 
-	while (!mrl_list_empty(&ep->msg_acks)) {
-		conn = mrl_container_of(ep->msg_acks.next, struct mrl_conn,
-					ack_link);
+	for (e = ep->msg_acks.next; e != &ep->msg_acks; e = next) {
+		next = e->next;
+		conn = mrl_container_of(e, struct mrl_conn, ack_link);
 		if (mrl_pkt_send_ack(ep, conn))
-			return;
+			continue;
 		mrl_list_del(&conn->ack_link);
 		conn->ack_state = MRL_ACK_NONE;
 	}
@@ -632,7 +639,32 @@ static const char *const mrl_pkt_drop_reason[MRL_PKT_DROP_KINDS] = {
 	[MRL_PKT_DROP_LENGTH] = "lengths that disagree",
 	[MRL_PKT_DROP_SEGMENT] = "a segment outside its message",
 	[MRL_PKT_DROP_IOV] = "iovs that do not add up",
+	[MRL_PKT_DROP_SENDER] = "another sender's name",
 };
+
+/*
+ * Does a packet claiming to be from peer id come from it?  Where the
+ * rail's core names senders (FI_SOURCE), a peer in our AV sends from its
+ * entry in that rail's core AV (a learned one, not inserted on that rail:
+ * from none), so a claim from elsewhere is another process's, or a
+ * forgery.  A sender we do not know is taken at its word: it speaks for
+ * itself only, in an order of its own, and gets no ACK until inserted.
+ */
+static bool mrl_pkt_sender_ok(struct mrl_ep *ep, int rail, uint64_t id,
+			      fi_addr_t core_src)
+{
+	struct mrl_peer *peer;
+
+	if (!ep->rails[rail].names_src || !ep->rails[rail].reads_src)
+		return true;
+	peer = mrl_av_peer_by_id(ep->av, id);
+	if (!peer || peer->rail[rail].core_addr == core_src)
+		return true;
+	ep->pkt_dropped[MRL_PKT_DROP_SENDER]++;
+	MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: a message packet in the name "
+		      "of a peer it did not come from: dropped\n", rail);
+	return false;
+}
 
 static void mrl_pkt_ack_arrived(struct mrl_ep *ep,
 				const struct mrl_pkt_hdr *hdr,
@@ -676,7 +708,7 @@ static void mrl_pkt_data_arrived(struct mrl_ep *ep, int rail,
 }
 
 static void mrl_pkt_received(struct mrl_ep *ep, struct mrl_pkt_buf *buf,
-			     size_t len)
+			     size_t len, fi_addr_t core_src)
 {
 	int verdict = mrl_pkt_check(buf->data, len);
 	const uint8_t *body = buf->data + sizeof(struct mrl_pkt_hdr);
@@ -690,6 +722,8 @@ static void mrl_pkt_received(struct mrl_ep *ep, struct mrl_pkt_buf *buf,
 		return;
 	}
 	memcpy(&hdr, buf->data, sizeof(hdr));
+	if (!mrl_pkt_sender_ok(ep, buf->rail, hdr.src, core_src))
+		return;
 	switch (hdr.type) {
 	case MRL_PKT_EAGER:
 	case MRL_PKT_MEDIUM:
@@ -736,7 +770,7 @@ static void mrl_pkt_sent(struct mrl_ep *ep, struct mrl_pkt_buf *buf, int err)
 
 /* Progress hands every packet buffer's completion here. */
 void mrl_pkt_completed(struct mrl_ep *ep, struct mrl_pkt_buf *buf, size_t len,
-		       int err)
+		       fi_addr_t core_src, int err)
 {
 	if (buf->hdr.kind == MRL_REQ_PKT_TX) {
 		mrl_pkt_sent(ep, buf, err);
@@ -748,7 +782,7 @@ void mrl_pkt_completed(struct mrl_ep *ep, struct mrl_pkt_buf *buf, size_t len,
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: a packet receive "
 			      "failed: %s\n", buf->rail, fi_strerror(-err));
 	else
-		mrl_pkt_received(ep, buf, len);
+		mrl_pkt_received(ep, buf, len, core_src);
 	ep->rails[buf->rail].pkts_received++;
 	mrl_pkt_repost_rx(ep, buf);
 }

@@ -132,7 +132,7 @@ static void mrl_dispatch_side(struct mrl_ep *ep, int rail,
 	case MRL_REQ_PKT_RX:
 	case MRL_REQ_PKT_TX:
 		mrl_pkt_completed(ep, (struct mrl_pkt_buf *) hdr,
-				  err ? 0 : e->len, err);
+				  err ? 0 : e->len, core_src, err);
 		break;
 	default:
 		MRL_WARN_ONCE(FI_LOG_EP_DATA, "rail %d: completion with "

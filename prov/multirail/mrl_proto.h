@@ -295,6 +295,8 @@ enum {
 	MRL_PKT_DROP_LENGTH,		/* payload and header disagree */
 	MRL_PKT_DROP_SEGMENT,		/* a segment outside its message */
 	MRL_PKT_DROP_IOV,		/* RTS iovs or keys do not add up */
+	MRL_PKT_DROP_SENDER,		/* not from the peer it names (the
+					 * core's source; mrl_pkt.c) */
 	MRL_PKT_DROP_KINDS,
 	MRL_PKT_OK = MRL_PKT_DROP_KINDS,
 };
