@@ -33,7 +33,10 @@ case $(./test/crowd_test -v) in
 *)	FI_MULTIRAIL_CORE=tcp FI_MULTIRAIL_RAILS=lo,lo,lo,lo \
 		run -o writedata -S 1048576 -W 8
 	FI_MULTIRAIL_CORE=tcp FI_MULTIRAIL_RAILS=lo,lo,lo,lo \
-		run -T -o writedata -X 2000 -S 4096 -W 16 ;;
+		run -T -o writedata -X 2000 -S 4096 -W 16
+	# an inject with CQ data: the core's own inject there too
+	FI_MULTIRAIL_CORE=tcp FI_MULTIRAIL_RAILS=lo,lo,lo,lo \
+		run -o injectdata -S 65536 -W 8 ;;
 esac
 # completions written straight into the reader's buffer, in each CQ format,
 # read a random number at a time (the ring takes what does not fit there)

@@ -1290,8 +1290,10 @@ static ssize_t mrl_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
  * the buffer is free on return and they stay ordered with our messages.
  * A core without RMA inject (efa-direct) says -FI_ENOSYS once; from then
  * on the bytes are copied to a registered buffer and written from there.
- * An inject with CQ data raises the target's entry as fi_writedata does,
- * by a WRITE_DATA behind its bytes (mrl_write_data_inject).
+ * An inject with CQ data is the core's own where the core raises the
+ * target's entry with the write's length (as a one-chunk writedata is,
+ * mrl_write_data_direct); elsewhere a WRITE_DATA behind its bytes raises
+ * it (mrl_write_data_inject).
  */
 static ssize_t mrl_rma_inject_write(struct fid_ep *ep_fid, const void *buf,
 				    size_t len, uint64_t data, bool with_data,
@@ -1311,6 +1313,17 @@ static ssize_t mrl_rma_inject_write(struct fid_ep *ep_fid, const void *buf,
 	ret = mrl_rail0_target(ep, dest, key, &caddr, &key0);
 	if (ret)
 		goto out;
+	if (with_data && len && ep->domain->core_writedata &&
+	    !ep->no_rma_inject) {
+		/* the core raises the entry, with the length, after the
+		 * bytes (mrl_core_writedata): its own inject, as a write's */
+		ret = fi_inject_writedata(ep->rails[0].ep, buf, len, data,
+					  caddr, addr, key0);
+		if (ret != -FI_ENOSYS) {
+			mrl_inject_posted(ep, ep->cntr_write, ret);
+			goto out;
+		}
+	}
 	if (with_data) {
 		ret = mrl_write_data_inject(ep, mrl_av_peer(ep->av, dest), buf,
 					    len, data, caddr, addr, key0);
