@@ -40,31 +40,9 @@ size_t mrl_iov_len(const struct iovec *iov, size_t count)
 /*
  * Copies len bytes between a flat buffer and the iovs' bytes from offset
  * on: into the iovs when to_iov, else out of them.  Stops at the iovs' end.
- */
-void mrl_iov_copy(const struct iovec *iov, size_t count, size_t offset,
-		  void *buf, size_t len, bool to_iov)
-{
-	uint8_t *flat = buf, *at;
-	size_t i, n;
-
-	for (i = 0; i < count && len; i++) {
-		if (offset >= iov[i].iov_len) {
-			offset -= iov[i].iov_len;
-			continue;
-		}
-		n = iov[i].iov_len - offset < len ? iov[i].iov_len - offset
-						  : len;
-		at = (uint8_t *) iov[i].iov_base + offset;
-		memcpy(to_iov ? at : flat, to_iov ? flat : at, n);
-		flat += n;
-		len -= n;
-		offset = 0;
-	}
-}
-
-/*
- * mrl_iov_copy where the iovs may be device memory's (iface, from
- * mrl_desc_iface): through the device's runtime, one call per iov.
+ * The iovs may be device memory's (iface, from mrl_desc_iface): CUDA's go
+ * through its runtime, one call per iov; another device's is
+ * -FI_EOPNOTSUPP.
  */
 int mrl_iov_copy_iface(enum fi_hmem_iface iface, const struct iovec *iov,
 		       size_t count, size_t offset, void *buf, size_t len,
@@ -74,11 +52,7 @@ int mrl_iov_copy_iface(enum fi_hmem_iface iface, const struct iovec *iov,
 	size_t i, n;
 	int ret;
 
-	if (iface == FI_HMEM_SYSTEM) {
-		mrl_iov_copy(iov, count, offset, buf, len, to_iov);
-		return 0;
-	}
-	if (iface != FI_HMEM_CUDA)
+	if (iface != FI_HMEM_SYSTEM && iface != FI_HMEM_CUDA)
 		return -FI_EOPNOTSUPP;
 	for (i = 0; i < count && len; i++) {
 		if (offset >= iov[i].iov_len) {
@@ -88,15 +62,27 @@ int mrl_iov_copy_iface(enum fi_hmem_iface iface, const struct iovec *iov,
 		n = iov[i].iov_len - offset < len ? iov[i].iov_len - offset
 						  : len;
 		at = (uint8_t *) iov[i].iov_base + offset;
-		ret = mrl_hmem_cuda_copy(to_iov ? at : flat,
-					 to_iov ? flat : at, n);
-		if (ret)
-			return ret;
+		if (iface == FI_HMEM_SYSTEM) {
+			memcpy(to_iov ? at : flat, to_iov ? flat : at, n);
+		} else {
+			ret = mrl_hmem_cuda_copy(to_iov ? at : flat,
+						 to_iov ? flat : at, n);
+			if (ret)
+				return ret;
+		}
 		flat += n;
 		len -= n;
 		offset = 0;
 	}
 	return 0;
+}
+
+/* mrl_iov_copy_iface for host memory, which cannot fail. */
+void mrl_iov_copy(const struct iovec *iov, size_t count, size_t offset,
+		  void *buf, size_t len, bool to_iov)
+{
+	(void) mrl_iov_copy_iface(FI_HMEM_SYSTEM, iov, count, offset, buf, len,
+				  to_iov);
 }
 
 /* The first device interface among count descriptors, else system's. */
