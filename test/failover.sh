@@ -158,6 +158,13 @@ rounds() {
 			sleep 0.1
 			i=$((i + 1))
 		done
+		# a start that died: judge it once both processes have
+		# said why (the target may report after the initiator left)
+		if ! grep -q '^round 3 ' "failover-$1.log" &&
+		   ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid"
+			sleep 1
+		fi
 		grep -q 'FAIL: fi_domain(.*-61' "failover-$1.log" || return 0
 		wait "$pid"
 		echo "note: $1: fi_domain found no interface at the start; again in 3 s"
