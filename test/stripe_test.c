@@ -378,6 +378,129 @@ static void test_adaptive(void)
 	mrl_engine_fini(&eng);
 }
 
+/*
+ * Pacing (mrl_engine_pace) over simulated links: rails 0-1 twice as fast
+ * as rails 2-3 (1000 and 500 Mbit/s, in bytes per us), each serving its
+ * chunks in the order posted; 16 MiB ops one at a time, as one writedata
+ * at a time waits for its last byte.  With equal budgets the fast rails
+ * finish the op early and idle while the slow ones drain theirs; paced,
+ * the rails drain together and an op takes within a few percent of its
+ * bytes over the rails' sum.
+ */
+#define PACE_RAILS	4
+#define PACE_STEP_US	50
+
+struct pace_sim {
+	struct mrl_chunk *q[PACE_RAILS][64];	/* per rail, in post order */
+	int head[PACE_RAILS], tail[PACE_RAILS];
+	size_t served[PACE_RAILS];	/* of the head chunk */
+	int done;
+};
+
+static int pace_post(void *owner, struct mrl_chunk *c)
+{
+	struct pace_sim *s = owner;
+
+	if (s->tail[c->rail] - s->head[c->rail] >= 64)
+		return -FI_EAGAIN;
+	s->q[c->rail][s->tail[c->rail]++ % 64] = c;
+	return 0;
+}
+
+static void pace_done(void *owner, struct mrl_op *op, int err)
+{
+	(void) op;
+	(void) err;
+	((struct pace_sim *) owner)->done++;
+}
+
+static const struct mrl_engine_ops pace_ops = {
+	.post_chunk = pace_post,
+	.op_done = pace_done,
+};
+
+/* One step of every link: bytes served in post order, chunks completed. */
+static void pace_serve(struct mrl_engine *eng, struct pace_sim *s)
+{
+	static const size_t per_step[PACE_RAILS] = {
+		125 * PACE_STEP_US, 125 * PACE_STEP_US,
+		62 * PACE_STEP_US, 62 * PACE_STEP_US,
+	};
+	struct mrl_chunk *c;
+	size_t left;
+	int r;
+
+	for (r = 0; r < PACE_RAILS; r++) {
+		left = per_step[r];
+		while (left && s->head[r] < s->tail[r]) {
+			c = s->q[r][s->head[r] % 64];
+			if (c->len - s->served[r] > left) {
+				s->served[r] += left;
+				break;
+			}
+			left -= c->len - s->served[r];
+			s->served[r] = 0;
+			s->head[r]++;
+			mrl_engine_chunk_done(eng, c, 0);
+		}
+	}
+}
+
+/* us per op of the last half of nops ops, paced or not. */
+static uint64_t pace_run(bool paced, int nops, size_t *slow_budget)
+{
+	size_t len = 16 << 20;
+	struct pace_sim *s = calloc(1, sizeof(*s));
+	struct mrl_engine_attr attr = {
+		.nrails = PACE_RAILS, .max_chunks_per_rail = 16,
+		.max_bytes_per_rail = 2 << 20,
+	};
+	struct mrl_engine eng;
+	struct mrl_op op;
+	uint64_t now_us = 0, half_us = 0;
+	int i, guard;
+
+	if (!s || mrl_engine_init(&eng, &attr, &pace_ops, s))
+		abort();
+	for (i = 0; i < nops; i++) {
+		if (i == nops / 2)
+			half_us = now_us;
+		init_op(&op, len, 0);
+		mrl_op_prepare(&eng, &op, 0xf, 256 << 10);
+		mrl_engine_submit(&eng, &op);
+		for (guard = 100000; s->done == i && guard--;) {
+			now_us += PACE_STEP_US;
+			pace_serve(&eng, s);
+			if (paced)
+				mrl_engine_pace(&eng, now_us * 1000);
+			mrl_engine_progress(&eng);
+		}
+	}
+	*slow_budget = eng.rail[3].max_bytes;
+	mrl_engine_fini(&eng);
+	free(s);
+	return (now_us - half_us) / (nops - nops / 2);
+}
+
+static void test_pace(void)
+{
+	/* the ideal: the op's bytes over the links' sum (374 bytes/us) */
+	uint64_t ideal = (16 << 20) / (125 + 125 + 62 + 62);
+	size_t budget;
+	uint64_t even = pace_run(false, 20, &budget);
+	uint64_t paced = pace_run(true, 20, &budget);
+
+	CHECK(even * 100 > ideal * 110, "unpaced %lu us per op, ideal %lu: "
+	      "the simulation shows no tail", (unsigned long) even,
+	      (unsigned long) ideal);
+	CHECK(paced * 100 <= ideal * 104, "paced %lu us per op, ideal %lu "
+	      "(unpaced %lu)", (unsigned long) paced, (unsigned long) ideal,
+	      (unsigned long) even);
+	CHECK(budget >= (1 << 20) * 9 / 10 && budget <= (1 << 20) * 11 / 10,
+	      "a rail half as fast has %zu bytes' budget, not about 1 MiB",
+	      budget);
+}
+
 /* Busy means every rail of the mask has a chunk in flight. */
 static void test_rails_busy(void)
 {
@@ -1420,6 +1543,7 @@ int main(void)
 	test_error_propagation();
 	test_eagain_queueing();
 	test_adaptive();
+	test_pace();
 	test_rails_busy();
 	test_iov_slice();
 	test_rail_failure_reissue();

@@ -687,7 +687,10 @@ static void mrl_probe_all(struct mrl_ep *ep)
 	}
 }
 
-/* From progress, every MRL_HEALTH_TICK calls: the clock and the checks. */
+/*
+ * From progress, every MRL_HEALTH_TICK calls: the clock, the rails' pacing
+ * (mrl_engine_pace) and the checks.
+ */
 void mrl_health_tick(struct mrl_ep *ep)
 {
 	mrl_assert_locked(ep->domain);
@@ -696,6 +699,8 @@ void mrl_health_tick(struct mrl_ep *ep)
 
 	ep->health_left = MRL_HEALTH_TICK;
 	ep->now_ns = mrl_clock_ns();
+	if (ep->engine.busy)
+		mrl_engine_pace(&ep->engine, ep->now_ns);
 	if (mrl_params.rail_timeout_ms) {
 		/*
 		 * The rails with chunks or other requests (fences among them),

@@ -43,9 +43,11 @@ int mrl_engine_init(struct mrl_engine *eng, const struct mrl_engine_attr *attr,
 	/* adapting, a rail starts one step up and earns the rest */
 	eng->fill_step = eng->fill_bytes / MRL_FILL_STEPS + 1;
 	eng->fill_floor = attr->fill_adapt ? 1 : eng->fill_bytes;
-	for (i = 0; i < MRL_MAX_RAILS; i++)
+	for (i = 0; i < MRL_MAX_RAILS; i++) {
 		eng->rail[i].fill_bytes = attr->fill_adapt ? eng->fill_step :
 							      eng->fill_bytes;
+		eng->rail[i].max_bytes = eng->max_bytes_per_rail;
+	}
 	eng->ops = ops;
 	eng->owner = owner;
 	mrl_list_init(&eng->pending);
@@ -122,6 +124,79 @@ void mrl_op_prepare(struct mrl_engine *eng, struct mrl_op *op,
 	op->final_posted = true;
 }
 
+
+/* ---- pacing (mrl_stripe.h) ---------------------------------------------- */
+
+#define MRL_PACE_SPAN_NS	2000000		/* a rate sample: 2 ms at least */
+#define MRL_PACE_CHUNKS		4	/* and chunks completed (a rate of
+						 * one or two is mostly rounding) */
+#define MRL_PACE_STALE_NS	100000000	/* a rate counts for 100 ms */
+
+/* The rail holds half its budget: its link, not its supply, paces it. */
+static bool mrl_rail_fed(const struct mrl_rail_credit *rc)
+{
+	return rc->inflight_bytes >= rc->max_bytes / 2;
+}
+
+/* A rate sample of rail ended now: true when one was taken. */
+static bool mrl_rail_sample(struct mrl_rail_credit *rc, uint64_t now_ns)
+{
+	uint64_t span, bytes, sample;
+
+	if (!mrl_rail_fed(rc)) {
+		rc->pace_since_ns = 0;
+		return false;
+	}
+	span = now_ns - rc->pace_since_ns;
+	if (rc->pace_since_ns && now_ns >= rc->pace_since_ns &&
+	    (span < MRL_PACE_SPAN_NS ||
+	     rc->completions - rc->pace_since_chunks < MRL_PACE_CHUNKS))
+		return false;
+	bytes = rc->bytes_completed - rc->pace_since_bytes;
+	rc->pace_since_bytes = rc->bytes_completed;
+	rc->pace_since_chunks = rc->completions;
+	if (!rc->pace_since_ns || now_ns < rc->pace_since_ns) {
+		rc->pace_since_ns = now_ns;	/* a sample begins */
+		return false;
+	}
+	rc->pace_since_ns = now_ns;
+	rc->rate_at_ns = now_ns;
+	sample = bytes * 1000 / (span / 1000);
+	/* a smoothed rate: one sample moves it a quarter of the way */
+	rc->rate = rc->rate ? (3 * rc->rate + sample) / 4 : sample;
+	return true;
+}
+
+void mrl_engine_pace(struct mrl_engine *eng, uint64_t now_ns)
+{
+	size_t floor = eng->max_bytes_per_rail / 4;
+	uint64_t top = 0, share;
+	bool sampled = false;
+	int r;
+
+	for (r = 0; r < eng->nrails; r++)
+		sampled |= mrl_rail_sample(&eng->rail[r], now_ns);
+	if (!sampled)
+		return;
+	for (r = 0; r < eng->nrails; r++) {
+		struct mrl_rail_credit *rc = &eng->rail[r];
+
+		if (rc->rate && now_ns - rc->rate_at_ns > MRL_PACE_STALE_NS)
+			rc->rate = 0;
+		if (rc->rate > top)
+			top = rc->rate;
+	}
+	for (r = 0; r < eng->nrails; r++) {
+		struct mrl_rail_credit *rc = &eng->rail[r];
+
+		if (!rc->rate) {	/* not measured: the full budget */
+			rc->max_bytes = eng->max_bytes_per_rail;
+			continue;
+		}
+		share = eng->max_bytes_per_rail * rc->rate / top;
+		rc->max_bytes = share > floor ? (size_t) share : floor;
+	}
+}
 
 /* Room, and the rail did not refuse a chunk this pass. */
 static bool mrl_rail_has_credit(const struct mrl_engine *eng, int rail,

@@ -124,6 +124,13 @@ struct mrl_rail_credit {
 	uint64_t errors;
 	uint64_t completions;		/* chunks returned, for stall watch */
 	uint64_t reissued;		/* chunks posted again elsewhere */
+	/* the rail's byte budget, paced by its rate (mrl_engine_pace) */
+	size_t max_bytes;
+	uint64_t rate;			/* bytes per ms; 0: not measured */
+	uint64_t rate_at_ns;		/* its last sample */
+	uint64_t pace_since_ns;		/* 0: no sample under way */
+	uint64_t pace_since_bytes;	/* bytes_completed then */
+	uint64_t pace_since_chunks;	/* completions then */
 };
 
 struct mrl_engine_ops {
@@ -239,7 +246,7 @@ static inline bool mrl_rail_has_room(const struct mrl_engine *eng, int rail,
 	if (rc->inflight >= eng->max_chunks_per_rail)
 		return false;
 	return op->unmetered || !rc->inflight_bytes ||
-	       rc->inflight_bytes + len <= eng->max_bytes_per_rail;
+	       rc->inflight_bytes + len <= rc->max_bytes;
 }
 
 /* A chunk the core took: the rail's credit goes to it. */
@@ -350,6 +357,24 @@ mrl_engine_whole_take(struct mrl_engine *eng, struct mrl_op *op,
 	mrl_rail_take(eng, chunk);
 	return chunk;
 }
+
+/*
+ * Pacing, from the rail layer's clock (its health tick, every few dozen
+ * polls): each rail's byte budget in proportion to its rate, the fastest
+ * rail's the engine's max_bytes_per_rail.  A large op's chunks go to
+ * whichever rail has room, so every rail holds its budget until the op's
+ * last chunks; with equal budgets a rail half as fast takes twice as long
+ * to drain its share, and the op (a writedata, delivery-complete, or a
+ * write at window 1) waits for it while the fast rails idle.  Budgets in
+ * proportion drain together.  A rate is measured only over a span in
+ * which the rail held at least half its budget (its link, not the
+ * supply, the limit), so budgets stay above what keeps a link busy; never
+ * below a quarter of the engine's, which still keeps a rail a quarter as
+ * fast busy, so that a rail slowed for a while is measured again at its
+ * own pace.  A rate not measured for a while (the rail idle, or out)
+ * counts no more: its rail has the full budget again.
+ */
+void mrl_engine_pace(struct mrl_engine *eng, uint64_t now_ns);
 
 /* The chunks and bytes ever posted on rail. */
 void mrl_engine_rail_posted(const struct mrl_engine *eng, int rail,
