@@ -138,30 +138,37 @@ static bool mrl_rail_fed(const struct mrl_rail_credit *rc)
 	return rc->inflight_bytes >= rc->max_bytes / 2;
 }
 
-/* A rate sample of rail ended now: true when one was taken. */
+static void mrl_rail_sample_begin(struct mrl_rail_credit *rc, uint64_t now_ns)
+{
+	rc->pace_since_ns = now_ns;
+	rc->pace_since_bytes = rc->bytes_completed;
+	rc->pace_since_chunks = rc->completions;
+}
+
+/*
+ * A rate sample of rail ended now: true when one was taken.  A sample spans
+ * a time in which the rail stayed fed; the clock is monotonic.
+ */
 static bool mrl_rail_sample(struct mrl_rail_credit *rc, uint64_t now_ns)
 {
-	uint64_t span, bytes, sample;
+	uint64_t span, sample;
 
 	if (!mrl_rail_fed(rc)) {
 		rc->pace_since_ns = 0;
 		return false;
 	}
-	span = now_ns - rc->pace_since_ns;
-	if (rc->pace_since_ns && now_ns >= rc->pace_since_ns &&
-	    (span < MRL_PACE_SPAN_NS ||
-	     rc->completions - rc->pace_since_chunks < MRL_PACE_CHUNKS))
-		return false;
-	bytes = rc->bytes_completed - rc->pace_since_bytes;
-	rc->pace_since_bytes = rc->bytes_completed;
-	rc->pace_since_chunks = rc->completions;
-	if (!rc->pace_since_ns || now_ns < rc->pace_since_ns) {
-		rc->pace_since_ns = now_ns;	/* a sample begins */
+	if (!rc->pace_since_ns) {
+		mrl_rail_sample_begin(rc, now_ns);
 		return false;
 	}
-	rc->pace_since_ns = now_ns;
+	span = now_ns - rc->pace_since_ns;
+	if (span < MRL_PACE_SPAN_NS ||
+	    rc->completions - rc->pace_since_chunks < MRL_PACE_CHUNKS)
+		return false;
+	sample = (rc->bytes_completed - rc->pace_since_bytes) * 1000 /
+		 (span / 1000);
+	mrl_rail_sample_begin(rc, now_ns);
 	rc->rate_at_ns = now_ns;
-	sample = bytes * 1000 / (span / 1000);
 	/* a smoothed rate: one sample moves it a quarter of the way */
 	rc->rate = rc->rate ? (3 * rc->rate + sample) / 4 : sample;
 	return true;
